@@ -1,0 +1,325 @@
+"""A patch file: a `git format-patch` mbox parsed into header, description, metadata and diff.
+
+Metadata lives in the commit message body as DEP-3 / Yocto style fields, one per line:
+
+    Upstream-Status: Pending | Submitted <url> | Backport <commit> | Inappropriate [reason]
+    Regression-Test: tests/regress/test_x.py::test_y      (one or more)
+    Hardware: gfx936                                      (optional, one or more)
+    Drop-When: <condition under which the patch can be removed>   (optional)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from email.header import decode_header, make_header
+from email.parser import HeaderParser
+from pathlib import Path
+
+from .errors import PatchFormatError
+
+MBOX_FROM = re.compile(rb"^From [0-9a-f]{40} ", re.M)
+STATUS_RE = re.compile(
+    r"^(?P<kind>Pending|Submitted|Backport|Inappropriate|Accepted)(?:\s+(?P<arg>.*))?$"
+)
+FIELD_RE = re.compile(r"^(Upstream-Status|Regression-Test|Hardware|Drop-When|Patch-Filename):[ \t]*(.*)$")
+HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+@dataclass(frozen=True)
+class UpstreamStatus:
+    kind: str  # Pending, Submitted, Backport, Inappropriate, Accepted
+    arg: str = ""  # url / commit / reason
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.arg}".strip()
+
+
+@dataclass
+class Metadata:
+    upstream_status: UpstreamStatus | None = None
+    regression_tests: list[str] = field(default_factory=list)
+    hardware: list[str] = field(default_factory=list)
+    drop_when: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "upstream_status": str(self.upstream_status) if self.upstream_status else None,
+            "regression_tests": list(self.regression_tests),
+            "hardware": list(self.hardware),
+            "drop_when": self.drop_when,
+        }
+
+
+@dataclass
+class Hunk:
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    header: str
+    lines: list[str]  # raw lines incl. the leading ' ', '+', '-' or '\\'
+
+    @property
+    def expected_upstream(self) -> list[str]:
+        """The pre-image lines this hunk expects to find upstream (context and removed lines)."""
+        return [ln[1:] for ln in self.lines if ln[:1] in (" ", "-")]
+
+    @property
+    def added(self) -> list[str]:
+        return [ln[1:] for ln in self.lines if ln[:1] == "+"]
+
+
+@dataclass
+class FileDiff:
+    old_path: str | None  # None for a new file
+    new_path: str | None  # None for a deleted file
+    old_mode: str | None = None
+    new_mode: str | None = None
+    rename: bool = False
+    binary: bool = False
+    hunks: list[Hunk] = field(default_factory=list)
+    symlink_target: str | None = None  # content of a new symlink (mode 120000)
+    line: int = 0  # 1-based line of "diff --git" in the patch file
+
+    @property
+    def path(self) -> str:
+        return self.new_path or self.old_path or ""
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for p in {self.old_path, self.new_path} if p]
+
+
+@dataclass
+class PatchFile:
+    name: str
+    raw: bytes
+    author: str
+    date: str
+    subject: str
+    description: str  # body without metadata fields
+    metadata: Metadata
+    files: list[FileDiff]
+    filename_trailer: str | None = None  # Patch-Filename: set by `apply`, stripped by `export`
+
+    @property
+    def diff_text(self) -> str:
+        text = self.raw.decode("utf-8", "surrogateescape")
+        idx = text.find("\ndiff --git ")
+        return text[idx + 1 :] if idx >= 0 else ""
+
+
+def _decode_header(value: str | None) -> str:
+    if value is None:
+        return ""
+    return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
+
+
+def _unquote_git_path(p: str) -> str:
+    """Undo git's C-style quoting of a path ("a/with space\\tx")."""
+    if not (p.startswith('"') and p.endswith('"')):
+        return p
+    body = p[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+    return body.encode("latin-1").decode("utf-8", "surrogateescape")
+
+
+def _strip_prefix(p: str) -> str | None:
+    p = _unquote_git_path(p.strip())
+    if p == "/dev/null":
+        return None
+    if p[:2] in ("a/", "b/"):
+        return p[2:]
+    return p
+
+
+def _split_diff_git(rest: str) -> tuple[str, str]:
+    """Split the 'a/x b/y' part of a 'diff --git' line (paths may be quoted)."""
+    if rest.startswith('"'):
+        end = rest.index('"', 1)
+        while rest[end - 1] == "\\":
+            end = rest.index('"', end + 1)
+        return rest[: end + 1], rest[end + 2 :]
+    # unquoted: both halves are equal length when the path does not change (common case)
+    half = (len(rest) - 1) // 2
+    if rest[half] == " " and rest[:half][2:] == rest[half + 1 :][2:]:
+        return rest[:half], rest[half + 1 :]
+    idx = rest.find(" b/")
+    if idx < 0:
+        raise ValueError(rest)
+    return rest[:idx], rest[idx + 1 :]
+
+
+def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
+    files: list[FileDiff] = []
+    cur: FileDiff | None = None
+    hunk: Hunk | None = None
+    remaining_old = remaining_new = 0
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        lineno = line_offset + i + 1
+        if hunk is not None and (remaining_old > 0 or remaining_new > 0):
+            tag = ln[:1]
+            if tag == " " or (ln == "" and i < len(lines) - 1):
+                remaining_old -= 1
+                remaining_new -= 1
+                hunk.lines.append(ln if ln else " ")
+            elif tag == "-":
+                remaining_old -= 1
+                hunk.lines.append(ln)
+            elif tag == "+":
+                remaining_new -= 1
+                hunk.lines.append(ln)
+            elif tag == "\\":
+                hunk.lines.append(ln)
+            else:
+                raise PatchFormatError(
+                    f"{name}:{lineno}: hunk ends early (expected {remaining_old} more old / "
+                    f"{remaining_new} more new lines)",
+                    hint="regenerate the patch with `dsv4-patch export`",
+                )
+            i += 1
+            continue
+        if hunk is not None and ln.startswith("\\"):
+            hunk.lines.append(ln)
+            i += 1
+            continue
+        hunk = None
+        if ln.startswith("diff --git "):
+            try:
+                a, b = _split_diff_git(ln[len("diff --git ") :])
+            except ValueError:
+                raise PatchFormatError(f"{name}:{lineno}: unreadable 'diff --git' line") from None
+            cur = FileDiff(old_path=_strip_prefix(a), new_path=_strip_prefix(b), line=lineno)
+            files.append(cur)
+        elif cur is None:
+            pass  # text before the first diff (e.g. the '---' separator)
+        elif ln.startswith("new file mode "):
+            cur.new_mode = ln.split()[-1]
+            cur.old_path = None
+        elif ln.startswith("deleted file mode "):
+            cur.old_mode = ln.split()[-1]
+            cur.new_path = None
+        elif ln.startswith("old mode "):
+            cur.old_mode = ln.split()[-1]
+        elif ln.startswith("new mode "):
+            cur.new_mode = ln.split()[-1]
+        elif ln.startswith("rename from "):
+            cur.rename = True
+            cur.old_path = _unquote_git_path(ln[len("rename from ") :])
+        elif ln.startswith("rename to "):
+            cur.rename = True
+            cur.new_path = _unquote_git_path(ln[len("rename to ") :])
+        elif ln.startswith("copy from "):
+            cur.old_path = _unquote_git_path(ln[len("copy from ") :])
+        elif ln.startswith("copy to "):
+            cur.new_path = _unquote_git_path(ln[len("copy to ") :])
+        elif ln.startswith("GIT binary patch") or ln.startswith("Binary files "):
+            cur.binary = True
+        elif ln.startswith("--- "):
+            p = _strip_prefix(ln[4:])
+            if p is not None:
+                cur.old_path = p
+        elif ln.startswith("+++ "):
+            p = _strip_prefix(ln[4:])
+            if p is not None:
+                cur.new_path = p
+        elif ln.startswith("@@ "):
+            m = HUNK_RE.match(ln)
+            if not m:
+                raise PatchFormatError(f"{name}:{lineno}: malformed hunk header {ln!r}")
+            o, ol, n, nl = m.group(1), m.group(2), m.group(3), m.group(4)
+            hunk = Hunk(int(o), 1 if ol is None else int(ol), int(n), 1 if nl is None else int(nl), ln, [])
+            remaining_old, remaining_new = hunk.old_len, hunk.new_len
+            cur.hunks.append(hunk)
+        i += 1
+    if hunk is not None and (remaining_old > 0 or remaining_new > 0):
+        raise PatchFormatError(f"{name}: last hunk is truncated", hint="the file was cut short; re-export it")
+    for f in files:
+        if f.new_mode == "120000" and f.hunks:
+            added = [a for h in f.hunks for a in h.added]
+            f.symlink_target = added[0] if added else None
+    return files
+
+
+def parse_metadata(body: str, name: str) -> tuple[Metadata, str, str | None]:
+    """Split the commit message body into metadata fields and the free-text description."""
+    meta = Metadata()
+    desc: list[str] = []
+    filename = None
+    for ln in body.split("\n"):
+        m = FIELD_RE.match(ln)
+        if not m:
+            desc.append(ln)
+            continue
+        key, value = m.group(1), m.group(2).strip()
+        if key == "Upstream-Status":
+            sm = STATUS_RE.match(value)
+            if not sm:
+                raise PatchFormatError(
+                    f"{name}: bad Upstream-Status {value!r}",
+                    hint="use Pending | Submitted <url> | Backport <commit> | Inappropriate [reason]",
+                )
+            meta.upstream_status = UpstreamStatus(sm.group("kind"), (sm.group("arg") or "").strip())
+        elif key == "Regression-Test":
+            meta.regression_tests.extend(v for v in value.split() if v)
+        elif key == "Hardware":
+            meta.hardware.extend(v.strip() for v in re.split(r"[,\s]+", value) if v.strip())
+        elif key == "Drop-When":
+            meta.drop_when = value
+        elif key == "Patch-Filename":
+            filename = value
+    return meta, "\n".join(desc).strip(), filename
+
+
+def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
+    if not raw.strip():
+        raise PatchFormatError(f"{name}: empty patch file", hint="delete it and its series entry")
+    if not MBOX_FROM.match(raw):
+        raise PatchFormatError(
+            f"{name}:1: not a git format-patch mbox (no 'From <sha> ...' line)",
+            hint="create patches with `dsv4-patch export`, not `git diff`",
+        )
+    if len(MBOX_FROM.findall(raw)) > 1:
+        raise PatchFormatError(f"{name}: holds more than one patch", hint="one patch per file; re-export")
+    text = raw.decode("utf-8", "surrogateescape")
+    head, sep, rest = text.partition("\n\n")
+    if not sep:
+        raise PatchFormatError(f"{name}: no blank line after the mail headers")
+    headers = HeaderParser().parsestr(head.split("\n", 1)[1] + "\n")
+    subject = _decode_header(headers.get("Subject"))
+    if not subject:
+        raise PatchFormatError(f"{name}:1: no Subject header", hint="every patch needs a one-line subject")
+    # Body runs to the '---' separator format-patch writes before the diff.
+    m = re.search(r"^---$", rest, re.M)
+    if m:
+        body, diff_part = rest[: m.start()], rest[m.end() :]
+    else:
+        idx = rest.find("\ndiff --git ")
+        body, diff_part = (rest, "") if idx < 0 else (rest[:idx], rest[idx:])
+    meta, desc, filename = parse_metadata(body, name)
+    diff_offset = text[: len(text) - len(diff_part)].count("\n")
+    files = parse_diff(diff_part, name, diff_offset)
+    if not files:
+        raise PatchFormatError(f"{name}: no 'diff --git' section", hint="a patch must change at least one file")
+    return PatchFile(
+        name=name,
+        raw=raw,
+        author=_decode_header(headers.get("From")),
+        date=headers.get("Date", ""),
+        subject=subject,
+        description=desc,
+        metadata=meta,
+        files=files,
+        filename_trailer=filename,
+    )
+
+
+def load_patch(path: Path) -> PatchFile:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PatchFormatError(f"{path}: listed in series but missing", hint="restore it or drop it from series") from None
+    return parse_patch_bytes(raw, path.name)
