@@ -59,6 +59,7 @@ class Hunk:
     new_len: int
     header: str
     lines: list[str]  # raw lines incl. the leading ' ', '+', '-' or '\\'
+    line: int = 0  # 1-based line of the @@ header in the patch file
 
     @property
     def expected_upstream(self) -> list[str]:
@@ -231,7 +232,7 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
             if not m:
                 raise PatchFormatError(f"{name}:{lineno}: malformed hunk header {ln!r}")
             o, ol, n, nl = m.group(1), m.group(2), m.group(3), m.group(4)
-            hunk = Hunk(int(o), 1 if ol is None else int(ol), int(n), 1 if nl is None else int(nl), ln, [])
+            hunk = Hunk(int(o), 1 if ol is None else int(ol), int(n), 1 if nl is None else int(nl), ln, [], lineno)
             remaining_old, remaining_new = hunk.old_len, hunk.new_len
             cur.hunks.append(hunk)
         i += 1

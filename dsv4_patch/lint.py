@@ -1,0 +1,180 @@
+"""`dsv4-patch check`: lint the stacks without touching any upstream tree.
+
+Each finding names the file (and line where there is one) and what to do.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Project, StackConfig
+from .errors import PatchFormatError
+from .patchfile import FileDiff, PatchFile, load_patch
+from .series import read_series
+
+REQUIRED = ("Upstream-Status", "Regression-Test")
+
+
+@dataclass
+class Finding:
+    file: str  # path relative to the project root
+    line: int
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        loc = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{loc}: {self.severity}: {self.message}"
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def _rel(project: Project, p: Path) -> str:
+    try:
+        return str(p.relative_to(project.root))
+    except ValueError:
+        return str(p)
+
+
+def node_exists(root: Path, node: str) -> str | None:
+    """None when the pytest node id names an existing file/function/class; else why not."""
+    parts = node.split("::")
+    path = root / parts[0]
+    if not path.is_file():
+        return f"no file {parts[0]}"
+    if len(parts) == 1:
+        return None
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError as e:
+        return f"{parts[0]} does not parse: {e}"
+    scope: list[ast.stmt] = tree.body
+    for name in parts[1:]:
+        name = name.split("[", 1)[0]  # parametrized ids: test_x[case]
+        hit = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name), None)
+        if hit is None:
+            return f"{parts[0]} has no {name}"
+        scope = hit.body if isinstance(hit, ast.ClassDef) else []
+    return None
+
+
+def unsafe_path(path: str) -> str | None:
+    p = posixpath.normpath(path)
+    if path.startswith("/"):
+        return "absolute path"
+    if p == ".." or p.startswith("../") or "/../" in f"/{path}/":
+        return "path with '..'"
+    if ".git" in p.split("/"):
+        return "path under .git/"
+    return None
+
+
+def _path_findings(fd: FileDiff) -> list[str]:
+    out = []
+    for p in fd.paths:
+        why = unsafe_path(p)
+        if why:
+            out.append(f"{why}: {p}")
+    if fd.symlink_target is not None:
+        t = fd.symlink_target
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(fd.path), t))
+        if t.startswith("/") or joined == ".." or joined.startswith("../"):
+            out.append(f"symlink {fd.path} -> {t} points outside the tree")
+    return out
+
+
+def _whitespace_findings(fd: FileDiff) -> list[tuple[int, str]]:
+    out = []
+    added = [ln for h in fd.hunks for ln in h.lines if ln.startswith("+")]
+    crlf = bool(added) and all(ln.endswith("\r") for ln in added)  # a CRLF file keeps its \r
+    for h in fd.hunks:
+        for k, ln in enumerate(h.lines):
+            if not ln.startswith("+") or fd.binary:
+                continue
+            body = ln[1:-1] if crlf else ln[1:]
+            if body != body.rstrip(" \t\r"):
+                out.append((h.line + 1 + k, f"added trailing whitespace in {fd.path}"))
+    return out
+
+
+def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[Finding]:
+    rel = _rel(project, stack.patch_dir / patch.name)
+    f: list[Finding] = []
+    if not patch.description:
+        f.append(Finding(rel, 0, "no description: say what broke, how it was found and how it was verified"))
+    if patch.metadata.upstream_status is None:
+        f.append(Finding(rel, 0, "missing Upstream-Status: (Pending | Submitted <url> | Backport <commit> | Inappropriate [reason])"))
+    if not patch.metadata.regression_tests:
+        f.append(Finding(rel, 0, "missing Regression-Test: <pytest node id> (the test that fails without this patch)"))
+    for node in patch.metadata.regression_tests:
+        why = node_exists(project.root, node)
+        if why:
+            f.append(Finding(rel, 0, f"Regression-Test {node}: {why}"))
+    for fd in patch.files:
+        for msg in _path_findings(fd):
+            f.append(Finding(rel, fd.line, msg + " (patches may only touch paths inside the upstream tree)"))
+        for line, msg in _whitespace_findings(fd):
+            f.append(Finding(rel, line, msg + " (remove it and re-export)"))
+    return f
+
+
+def _synced_findings(project: Project, stack: StackConfig, patches: list[PatchFile]) -> list[Finding]:
+    """A file a patch adds must equal its single source of truth in this repo, byte for byte."""
+    out = []
+    for tree_path, repo_file in stack.synced.items():
+        src = project.root / repo_file
+        makers = [(p, fd) for p in patches for fd in p.files if fd.new_path == tree_path]
+        if not makers:
+            continue  # the patch is not written yet; nothing to compare
+        p, fd = makers[0]
+        rel = _rel(project, stack.patch_dir / p.name)
+        if fd.old_path is not None or len(makers) > 1:
+            out.append(Finding(rel, fd.line, f"{tree_path} must be added by exactly one patch (it is synced with {repo_file})"))
+            continue
+        lines = [ln for h in fd.hunks for ln in h.lines]
+        content = "".join(ln[1:] + "\n" for ln in lines if ln.startswith("+"))
+        if lines and lines[-1].startswith("\\"):
+            content = content[:-1]
+        if not src.is_file():
+            out.append(Finding(repo_file, 0, f"missing; {rel} adds {tree_path} which must equal it"))
+        elif src.read_bytes() != content.encode("utf-8", "surrogateescape"):
+            out.append(Finding(rel, fd.line, f"{tree_path} differs from {repo_file}; regenerate the patch from the kernels/ file"))
+    return out
+
+
+def lint_stack(project: Project, stack: StackConfig) -> list[Finding]:
+    findings: list[Finding] = []
+    series_rel = _rel(project, stack.series_path)
+    try:
+        entries = read_series(stack.series_path)
+    except PatchFormatError as e:
+        return [Finding(series_rel, 0, e.one_line())]
+    seen: dict[str, int] = {}
+    for e in entries:
+        if e.name in seen:
+            findings.append(Finding(series_rel, e.line, f"duplicate entry {e.name} (first on line {seen[e.name]})"))
+        seen.setdefault(e.name, e.line)
+    on_disk = {p.name for p in stack.patch_dir.glob("*.patch")}
+    for name in sorted(on_disk - set(seen)):
+        findings.append(Finding(_rel(project, stack.patch_dir / name), 0, "orphan patch: not listed in series (add it or delete it)"))
+    patches = []
+    for e in entries:
+        if e.name in {p.name for p in patches}:
+            continue
+        path = stack.patch_dir / e.name
+        if not path.exists():
+            findings.append(Finding(series_rel, e.line, f"{e.name} is listed but missing (restore it or drop the line)"))
+            continue
+        try:
+            patch = load_patch(path)
+        except PatchFormatError as err:
+            findings.append(Finding(_rel(project, path), 0, err.one_line()))
+            continue
+        patches.append(patch)
+        findings += lint_patch(project, stack, patch)
+    findings += _synced_findings(project, stack, patches)
+    return findings

@@ -1,0 +1,42 @@
+"""Sources: each turns a stack's pin into a git repository holding the pinned tree as a commit.
+
+    materialize(stack, spec, cache) -> BaseTree
+
+The first source in the stack's list that works is used; `--source KIND` picks one. When none
+works, SourceError lists one line per source: what failed and what to set.
+"""
+
+from __future__ import annotations
+
+from ..config import SourceSpec, StackConfig
+from ..errors import SourceError
+from .base import BaseTree, Cache, Progress
+from . import archive, gitsource, pathsource
+
+_KINDS = {
+    "git": gitsource.materialize,
+    "path": pathsource.materialize,
+    "sdist": archive.materialize,
+    "wheel": archive.materialize,
+}
+
+
+def materialize(stack: StackConfig, cache: Cache, *, kind: str | None = None, progress: Progress = None) -> BaseTree:
+    specs = [s for s in stack.sources if kind is None or s.kind == kind]
+    if not specs:
+        have = ", ".join(s.kind for s in stack.sources)
+        raise SourceError(f"stack {stack.name} has no {kind!r} source", hint=f"configured: {have}")
+    failures = []
+    for spec in specs:
+        try:
+            return _KINDS[spec.kind](stack, spec, cache, progress)
+        except SourceError as e:
+            failures.append(f"  {spec.describe()}: {e.one_line()}")
+    raise SourceError(
+        f"no source of stack {stack.name} could provide {stack.commit}",
+        details="\n".join(failures),
+        hint="; ".join(f.strip() for f in failures),
+    )
+
+
+__all__ = ["BaseTree", "Cache", "SourceSpec", "materialize"]

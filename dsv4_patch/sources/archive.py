@@ -1,0 +1,275 @@
+"""`sdist` / `wheel` sources: a release archive from a PEP 503/691 index, imported as one commit.
+
+- Downloaded directly from the index's file URL (never `pip download`, which builds sdist metadata).
+- sha256 verified against the pin before anything is extracted.
+- Extracted safely: no member escapes the target, no device files or fifos, no ownership kept,
+  symlinks only when they stay inside the tree.
+- Optionally re-rooted (the SGLang wheel's `sglang/...` is the repo's `python/sglang/...`).
+- Imported as one deterministic commit (fixed author, committer and dates), so the same archive
+  always gives the same commit hash; the blob ids equal the upstream repo's, so patches made on
+  the git repo apply and 3-way merge here.
+- Where the archive records its commit id (vLLM's `__commit_id__`), it must match the pin.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from ..config import SourceSpec, StackConfig
+from ..errors import SourceError
+from ..gitcmd import Git, init_repo
+from .base import BaseTree, Cache, Progress, say
+
+IMPORT_AUTHOR = {
+    "GIT_AUTHOR_NAME": "dsv4-patch import",
+    "GIT_AUTHOR_EMAIL": "dsv4-patch@users.noreply.github.com",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+}
+IMPORT_FORMAT = "1"  # bump when the import recipe changes (invalidates cached imports)
+
+
+def index_url() -> str:
+    return (os.environ.get("DSV4_PYPI_INDEX") or os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple").rstrip("/")
+
+
+def archive_filename(spec: SourceSpec, version: str | None = None) -> str:
+    version = version or str(spec.get("version"))
+    if spec.get("filename") and version == str(spec.get("version")):
+        return spec.get("filename")
+    if spec.kind == "sdist":
+        return f"{spec.get('package')}-{version}.tar.gz"
+    if spec.get("filename"):  # same wheel tag, other version
+        return spec.get("filename").replace(f"-{spec.get('version')}-", f"-{version}-", 1)
+    raise SourceError(f"wheel source of {spec.get('package')} needs 'filename'", hint="set the wheel file name in stacks.toml")
+
+
+def list_files(package: str) -> list[dict]:
+    """The index's file list for a package (PEP 691 JSON; each has filename, url, hashes)."""
+    url = f"{index_url()}/{package}/"
+    req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            data = json.load(r)
+    except Exception as e:  # noqa: BLE001 - any network failure is one line for the user
+        raise SourceError(f"cannot read {url}: {e}", hint="set DSV4_PYPI_INDEX to a reachable index") from None
+    return data.get("files", [])
+
+
+def find_file(package: str, filename: str) -> dict:
+    for f in list_files(package):
+        if f["filename"] == filename:
+            return f
+    raise SourceError(f"{index_url()}/{package}/ lists no {filename}", hint="check version/filename in stacks.toml")
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download(package: str, filename: str, sha256: str | None, cache: Cache, progress: Progress = None) -> tuple[Path, str]:
+    """The archive in the cache, verified; returns (path, note)."""
+    dest = cache.dir("archives") / filename
+    if dest.exists():
+        if sha256 is None or sha256_of(dest) == sha256:
+            return dest, "cached"
+        dest.unlink()  # a corrupt cache entry is replaced, never trusted
+    info = find_file(package, filename)
+    sha256 = sha256 or info.get("hashes", {}).get("sha256")
+    t0 = time.monotonic()
+    say(progress, f"downloading {filename}")
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(info["url"], timeout=120) as r:
+            shutil.copyfileobj(r, out, 1 << 20)
+        got = sha256_of(Path(tmp))
+        if sha256 and got != sha256:
+            raise SourceError(
+                f"{filename}: sha256 {got} does not match the pin {sha256}",
+                hint="the archive changed upstream or in transit; check the pin before trusting it",
+            )
+        os.replace(tmp, dest)
+    except SourceError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise SourceError(f"download of {filename} failed: {e}", hint="check network access to the index") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    mb = dest.stat().st_size / 1e6
+    return dest, f"downloaded {mb:.1f} MB in {time.monotonic() - t0:.1f} s"
+
+
+def _target(name: str, strip: str | None, reroot: dict, exclude: list[str], archive: str) -> str | None:
+    """Where an archive member lands (relative posix path), or None to skip it; refuses escapes."""
+    p = PurePosixPath(name.replace("\\", "/"))
+    if p.is_absolute() or ".." in p.parts or (p.parts and p.parts[0].endswith(":")):
+        raise SourceError(f"{archive}: member {name!r} escapes the target directory", hint="refusing this archive")
+    parts = [x for x in p.parts if x not in ("", ".")]
+    if strip:
+        if not parts or parts[0] != strip:
+            return None
+        parts = parts[1:]
+    if not parts:
+        return None
+    rel = "/".join(parts)
+    if any(fnmatch.fnmatch(rel, pat) for pat in exclude):
+        return None
+    if parts[0] == ".git":
+        raise SourceError(f"{archive}: member {name!r} writes into .git", hint="refusing this archive")
+    for old, new in reroot.items():
+        if rel.startswith(old):
+            return new + rel[len(old):]
+    return rel
+
+
+def _check_link(rel: str, target: str, archive: str) -> None:
+    if target.startswith("/") or ".." in PurePosixPath(os.path.normpath(str(PurePosixPath(rel).parent / target))).parts:
+        raise SourceError(f"{archive}: symlink {rel} -> {target} points outside the tree", hint="refusing this archive")
+
+
+def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclude: list[str]) -> int:
+    """Safe extraction: only regular files, directories and in-tree symlinks; no owners, no modes
+    but the executable bit (all git keeps). Returns the number of files written."""
+    count = 0
+
+    def write(rel: str, data_src, executable: bool):
+        nonlocal count
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "wb") as f:
+            shutil.copyfileobj(data_src, f, 1 << 20)
+        os.chmod(out, 0o755 if executable else 0o644)
+        count += 1
+
+    if archive.name.endswith((".tar.gz", ".tgz", ".tar")):
+        with tarfile.open(archive) as tf:
+            for m in tf:
+                rel = _target(m.name, strip, reroot, exclude, archive.name)
+                if rel is None:
+                    continue
+                if m.isdir():
+                    continue
+                if m.issym():
+                    _check_link(rel, m.linkname, archive.name)
+                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                    os.symlink(m.linkname, dest / rel)
+                    count += 1
+                elif m.isfile():
+                    write(rel, tf.extractfile(m), bool(m.mode & 0o111))
+                else:
+                    kind = "hard link" if m.islnk() else "device/fifo/special"
+                    raise SourceError(f"{archive.name}: member {m.name!r} is a {kind}", hint="refusing this archive")
+    else:
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                rel = _target(info.filename, strip, reroot, exclude, archive.name)
+                if rel is None or info.is_dir():
+                    continue
+                mode = info.external_attr >> 16
+                if stat.S_ISLNK(mode):
+                    target = zf.read(info).decode()
+                    _check_link(rel, target, archive.name)
+                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                    os.symlink(target, dest / rel)
+                    count += 1
+                    continue
+                with zf.open(info) as src:
+                    write(rel, src, bool(mode & 0o111))
+    return count
+
+
+def commit_tree(repo: Git, tree_dir: Path, message: str) -> str:
+    """Commit `tree_dir` as a root commit with fixed identities and dates (deterministic hash)."""
+    index = repo.path / "dsv4-import.index"
+    env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(tree_dir), **IMPORT_AUTHOR}
+    try:
+        repo.run("--work-tree", str(tree_dir), "add", "-A", "--force", ".", env=env)
+        tree = repo.out("write-tree", env=env)
+    finally:
+        if index.exists():
+            index.unlink()
+    return repo.out("commit-tree", tree, "-m", message, env=IMPORT_AUTHOR)
+
+
+def recorded_commit(tree_dir: Path, commit_file: str) -> str | None:
+    f = tree_dir / commit_file
+    if not f.exists():
+        return None
+    m = re.search(r"__commit_id__\s*(?::[^=]*)?=\s*['\"]g?([0-9a-f]{6,40})['\"]", f.read_text(errors="replace"))
+    return m.group(1) if m else None
+
+
+def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None,
+                *, version: str | None = None, sha256: str | None = None, expect_commit: str | None = None) -> BaseTree:
+    package = spec.get("package")
+    if not package:
+        raise SourceError(f"stack {stack.name}: {spec.kind} source needs 'package'")
+    version = version or str(spec.get("version"))
+    pinned = version == str(spec.get("version"))
+    sha256 = sha256 or (spec.get("sha256") if pinned else None)
+    if pinned and not sha256:
+        raise SourceError(f"stack {stack.name}: {spec.kind} source has no sha256", hint="run `dsv4-patch pin` to record it")
+    filename = archive_filename(spec, version)
+    strip = spec.get("strip") or (filename[: -len(".tar.gz")] if spec.kind == "sdist" else None)
+    reroot = dict(spec.get("reroot", {}))
+    exclude = list(spec.get("exclude", []))
+    key = hashlib.sha256(json.dumps([IMPORT_FORMAT, sha256, filename, strip, reroot, exclude], sort_keys=True).encode()).hexdigest()[:24]
+    repo_path = cache.dir("imports") / f"{key}.git"
+    desc = f"{spec.kind}:{package}=={version}"
+    if (repo_path / "HEAD").exists():
+        g = Git(repo_path)
+        sha = g.rev("refs/dsv4/import")
+        if sha:
+            return BaseTree(repo_path, sha, desc, note="cached import")
+    archive, note = download(package, filename, sha256, cache, progress)
+    sha256 = sha256 or sha256_of(archive)
+    work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
+    try:
+        tree = work / "tree"
+        tree.mkdir()
+        say(progress, f"extracting {filename}")
+        n = extract(archive, tree, strip=strip, reroot=reroot, exclude=exclude)
+        if n == 0:
+            raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
+        want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
+        if spec.get("commit_file"):
+            got = recorded_commit(tree, spec.get("commit_file"))
+            if got is None:
+                raise SourceError(f"{filename}: {spec.get('commit_file')} records no __commit_id__")
+            if want and HEXLIKE.fullmatch(want) and not (want.startswith(got) or got.startswith(want)):
+                raise SourceError(
+                    f"{filename} was built from commit {got}, the pin says {want}",
+                    hint="refusing a mismatched archive; fix the pin or the archive",
+                )
+        say(progress, f"importing {n} files as one commit")
+        staging = work / "repo.git"
+        g = init_repo(staging, bare=True)
+        sha = commit_tree(g, tree, f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n")
+        g.run("update-ref", "refs/dsv4/import", sha)
+        g.run("repack", "-a", "-d", "-q")
+        g.run("prune-packed")
+        if repo_path.exists():
+            shutil.rmtree(repo_path)
+        os.replace(staging, repo_path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return BaseTree(repo_path, sha, desc, note=note)
+
+
+HEXLIKE = re.compile(r"[0-9a-f]{6,40}")

@@ -1,0 +1,232 @@
+"""The patched tree: a checkout of the pinned commit with one commit per patch.
+
+    OUT/<stack>   branch dsv4/<stack>; refs/dsv4/base = the pinned base; .git/dsv4/state.json
+
+Built in a staging directory with `git am --3way --keep-cr -k` (author, date and subject kept;
+fixed committer identity and date, so the same inputs give the same commit hashes) and swapped in
+only on success. Re-running with the same base and patch bytes is a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import StackConfig
+from .errors import ConflictError, Dsv4Error
+from .gitcmd import Git
+from .outdir import OutDir
+from .patchfile import PatchFile
+from .sources import BaseTree, Cache, Progress, materialize
+from .sources.base import say
+from .stack import LoadedStack, load_stack
+
+BASE_REF = "refs/dsv4/base"
+STATE = Path("dsv4") / "state.json"
+TRAILER = b"Patch-Filename: "
+
+
+@dataclass
+class HunkReport:
+    file: str
+    header: str
+    expected: list[str]
+
+
+@dataclass
+class PatchFailure:
+    patch: str
+    kind: str  # conflict | upstreamed | missing-file
+    message: str
+    files: list[str] = field(default_factory=list)
+    hunks: list[HunkReport] = field(default_factory=list)
+    failed_tree: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "patch": self.patch, "kind": self.kind, "message": self.message, "files": self.files,
+            "hunks": [h.__dict__ for h in self.hunks], "failed_tree": self.failed_tree,
+        }
+
+
+@dataclass
+class ApplyResult:
+    stack: str
+    tree: Path
+    status: str  # applied | noop
+    base: str
+    source: str
+    commits: list[tuple[str, str]]  # (patch name, commit sha)
+    seconds: float
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "stack": self.stack, "tree": str(self.tree), "status": self.status, "base": self.base,
+            "source": self.source, "commits": [{"patch": p, "commit": c} for p, c in self.commits],
+            "seconds": round(self.seconds, 3), "note": self.note,
+        }
+
+
+def with_trailer(patch: PatchFile) -> bytes:
+    """The patch with a Patch-Filename line closing its message, so export keeps the file name.
+
+    format-patch --no-stat writes: headers, blank line, body, blank line, diff (an empty body is
+    an empty line). The line goes right after the body; exporter.strip_trailer removes it again.
+    """
+    raw = patch.raw
+    head_end = raw.index(b"\n\n") + 2
+    diff_at = raw.find(b"\ndiff --git ", head_end - 1)
+    body_end = raw.rfind(b"\n", 0, diff_at) + 1  # after the body's last line, before the blank
+    return raw[:body_end] + TRAILER + patch.name.encode() + b"\n" + raw[body_end:]
+
+
+def read_state(tree: Path) -> dict | None:
+    f = tree / ".git" / STATE
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def tree_is_pristine(tree: Path, state: dict) -> tuple[bool, str]:
+    """True when the tree still is exactly what we built (so replacing it loses nothing)."""
+    g = Git(tree)
+    head = g.rev("HEAD")
+    if head != state.get("tip"):
+        return False, f"HEAD moved from {str(state.get('tip'))[:12]} to {str(head)[:12]} (new commits?)"
+    st = g.out("status", "--porcelain")
+    if st:
+        return False, f"uncommitted changes ({len(st.splitlines())} paths)"
+    return True, ""
+
+
+def _failure_details(g: Git, patch: PatchFile, am_err: str) -> PatchFailure:
+    """Name the file, the hunk and the upstream lines the failing patch expected."""
+    if b"new file mode" not in patch.raw and "does not exist in index" in am_err:
+        kind = "missing-file"
+    else:
+        kind = "conflict"
+    files = sorted(set(re.findall(r"CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", am_err)))
+    probe = g.run("apply", "--check", "-v", "-", check=False, stdin=patch.raw)
+    hunks = []
+    for m in re.finditer(r"error: patch failed: (.+):(\d+)", probe.err):
+        path, line = m.group(1), int(m.group(2))
+        files = sorted(set(files) | {path})
+        for fd in patch.files:
+            if fd.path == path or fd.old_path == path:
+                for h in fd.hunks:
+                    if h.old_start == line:
+                        hunks.append(HunkReport(path, h.header, h.expected_upstream))
+    for m in re.finditer(r"error: (\S+): (?:does not exist in index|No such file or directory)", probe.err + am_err):
+        files = sorted(set(files) | {m.group(1)})
+        kind = "missing-file"
+    where = ", ".join(files) or "see the failed tree"
+    first = hunks[0].header if hunks else ""
+    msg = f"{patch.name}: does not apply at the pin ({kind}) in {where} {first}".strip()
+    return PatchFailure(patch.name, kind, msg, files, hunks)
+
+
+def _am(g: Git, staging: Path, stack: LoadedStack, patches: list[PatchFile], threeway: bool) -> tuple[int, str]:
+    feed = staging / ".git" / "dsv4" / "patches"
+    feed.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, p in enumerate(patches):
+        f = feed / f"{i:04d}-{p.name}"
+        f.write_bytes(with_trailer(p))
+        paths.append(str(f))
+    args = ["am", "--keep-cr", "-k", "--no-signoff", "--quiet", "--whitespace=nowarn"]
+    if threeway:
+        args.append("--3way")
+    r = g.run(*args, *paths, check=False)
+    shutil.rmtree(feed, ignore_errors=True)
+    return r.rc, r.out + r.err
+
+
+def build_tree(
+    stack_cfg: StackConfig,
+    out: Path,
+    *,
+    cache: Cache | None = None,
+    name: str | None = None,
+    upto: int | None = None,
+    threeway: bool = True,
+    source_kind: str | None = None,
+    force: bool = False,
+    base: BaseTree | None = None,
+    progress: Progress = None,
+) -> ApplyResult:
+    """Build OUT/<name> (default: the stack name) with the first `upto` patches (default: all)."""
+    t0 = time.monotonic()
+    cache = cache or Cache.default()
+    name = name or stack_cfg.name
+    loaded = load_stack(stack_cfg)
+    patches = loaded.patches if upto is None else loaded.patches[:upto]
+    sub = LoadedStack(stack_cfg, loaded.entries[: len(patches)], patches)
+    fp = sub.fingerprint(source_kind or (base.source if base else None))
+    outdir = OutDir(out)
+    with outdir.locked():
+        target = outdir.tree(name)
+        state = read_state(target) if target.exists() else None
+        if state:
+            pristine, why = tree_is_pristine(target, state)
+            if pristine and state.get("fingerprint") == fp:
+                return ApplyResult(stack_cfg.name, target, "noop", state["base"], state["source"],
+                                   [tuple(c) for c in state["commits"]], time.monotonic() - t0,
+                                   note="nothing changed (same base, same patch bytes)")
+            if not pristine and not force:
+                raise Dsv4Error(
+                    f"{target}: {why}; re-applying would discard them",
+                    hint=f"run `dsv4-patch export {stack_cfg.name}` to keep them, or pass --force",
+                )
+        elif target.exists() and not force:
+            raise Dsv4Error(f"{target} exists and was not built by dsv4-patch", hint="choose another --out or pass --force")
+        base = base or materialize(stack_cfg, cache, kind=source_kind, progress=progress)
+        say(progress, f"{stack_cfg.name}: base {base.commit[:12]} from {base.source}" + (f" ({base.note})" if base.note else ""))
+        staging = outdir.new_staging(name)
+        g = Git(staging)
+        g.run("clone", "--quiet", "--no-checkout", "--local", str(base.git_dir), ".")
+        g.run("remote", "remove", "origin")
+        g.run("checkout", "--quiet", "-B", f"dsv4/{stack_cfg.name}", base.commit)
+        g.run("update-ref", BASE_REF, base.commit)
+        if patches:
+            say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
+            rc, log = _am(g, staging, loaded, patches, threeway)
+            if rc != 0:
+                idx = int((staging / ".git" / "rebase-apply" / "next").read_text()) - 1 if (staging / ".git" / "rebase-apply" / "next").exists() else 0
+                failure = _failure_details(g, patches[idx], log)
+                failure.failed_tree = str(outdir.keep_failed(name, staging))
+                raise ConflictError(failure.message, report=failure,
+                                    hint=f"inspect {failure.failed_tree} (git am --show-current-patch)", details=log)
+        commits = _commits(g, base.commit)
+        made = {p for p, _ in commits}
+        missing = [p for p in patches if p.name not in made]
+        if missing:
+            p = missing[0]
+            failure = PatchFailure(p.name, "upstreamed",
+                                   f"{p.name}: its change is already in the base {base.commit[:12]} (applying it changes nothing)",
+                                   [f.path for f in p.files])
+            failure.failed_tree = str(outdir.keep_failed(name, staging))
+            raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
+        state = {"fingerprint": fp, "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
+                 "commits": commits, "stack": stack_cfg.name, "upto": upto}
+        (staging / ".git" / STATE).parent.mkdir(parents=True, exist_ok=True)
+        (staging / ".git" / STATE).write_text(json.dumps(state, indent=1))
+        outdir.swap_in(name, staging)
+        return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,
+                           time.monotonic() - t0, note=base.note)
+
+
+def _commits(g: Git, base: str) -> list[tuple[str, str]]:
+    """(patch file name, sha) for each commit on top of base, from the Patch-Filename trailer."""
+    out = g.out("log", "--reverse", "--format=%H%x00%B%x01", f"{base}..HEAD")
+    res = []
+    for rec in filter(None, (r.strip() for r in out.split("\x01"))):
+        sha, _, msg = rec.partition("\x00")
+        m = re.search(r"^Patch-Filename: (.+)$", msg, re.M)
+        res.append((m.group(1).strip() if m else "", sha))
+    return res
