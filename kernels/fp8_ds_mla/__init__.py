@@ -1,0 +1,1 @@
+"""fp8_ds_mla KV cache: layout constants, PyTorch reference writer/reader (naive)."""

@@ -1,0 +1,1 @@
+"""SwiGLU with DeepSeek V4 alpha/limit: float64 oracle and torch version."""
