@@ -21,7 +21,9 @@ _KINDS = {
 }
 
 
-def materialize(stack: StackConfig, cache: Cache, *, kind: str | None = None, progress: Progress = None) -> BaseTree:
+def materialize(stack: StackConfig, cache: Cache, *, kind: str | None = None, progress: Progress = None,
+                offline: bool = False) -> BaseTree:
+    """offline=True: only what is already cached locally (no network)."""
     specs = [s for s in stack.sources if kind is None or s.kind == kind]
     if not specs:
         have = ", ".join(s.kind for s in stack.sources)
@@ -29,14 +31,10 @@ def materialize(stack: StackConfig, cache: Cache, *, kind: str | None = None, pr
     failures = []
     for spec in specs:
         try:
-            return _KINDS[spec.kind](stack, spec, cache, progress)
+            return _KINDS[spec.kind](stack, spec, cache, progress, offline=offline)
         except SourceError as e:
             failures.append(f"  {spec.describe()}: {e.one_line()}")
-    raise SourceError(
-        f"no source of stack {stack.name} could provide {stack.commit}",
-        details="\n".join(failures),
-        hint="; ".join(f.strip() for f in failures),
-    )
+    raise SourceError(f"no source of stack {stack.name} could provide {stack.commit}:", details="\n".join(failures))
 
 
 __all__ = ["BaseTree", "Cache", "SourceSpec", "materialize"]

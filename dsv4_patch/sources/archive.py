@@ -211,12 +211,14 @@ def recorded_commit(tree_dir: Path, commit_file: str) -> str | None:
     f = tree_dir / commit_file
     if not f.exists():
         return None
-    m = re.search(r"__commit_id__\s*(?::[^=]*)?=\s*['\"]g?([0-9a-f]{6,40})['\"]", f.read_text(errors="replace"))
+    # setuptools-scm writes `__commit_id__ = commit_id = 'g6e448d0ea'` (after a type annotation line)
+    m = re.search(r"^__commit_id__\s*=\s*(?:\w+\s*=\s*)*['\"]g?([0-9a-f]{6,40})['\"]", f.read_text(errors="replace"), re.M)
     return m.group(1) if m else None
 
 
-def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None,
-                *, version: str | None = None, sha256: str | None = None, expect_commit: str | None = None) -> BaseTree:
+def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None, *,
+                offline: bool = False, version: str | None = None, sha256: str | None = None,
+                expect_commit: str | None = None) -> BaseTree:
     package = spec.get("package")
     if not package:
         raise SourceError(f"stack {stack.name}: {spec.kind} source needs 'package'")
@@ -237,6 +239,8 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         sha = g.rev("refs/dsv4/import")
         if sha:
             return BaseTree(repo_path, sha, desc, note="cached import")
+    if offline:
+        raise SourceError(f"{filename} has not been imported yet", hint="run `dsv4-patch apply` online once")
     archive, note = download(package, filename, sha256, cache, progress)
     sha256 = sha256 or sha256_of(archive)
     work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
@@ -248,6 +252,7 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         if n == 0:
             raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
         want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
+        got = None
         if spec.get("commit_file"):
             got = recorded_commit(tree, spec.get("commit_file"))
             if got is None:
@@ -260,7 +265,8 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         say(progress, f"importing {n} files as one commit")
         staging = work / "repo.git"
         g = init_repo(staging, bare=True)
-        sha = commit_tree(g, tree, f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n")
+        recorded = f"recorded-commit: {got}\n" if got else ""
+        sha = commit_tree(g, tree, f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}")
         g.run("update-ref", "refs/dsv4/import", sha)
         g.run("repack", "-a", "-d", "-q")
         g.run("prune-packed")

@@ -55,13 +55,16 @@ def _find(g: Git, ref: str, tag: str | None) -> str | None:
     return g.rev(f"refs/tags/{ref}")
 
 
-def fetch_ref(stack: StackConfig, spec: SourceSpec, cache: Cache, ref: str, progress: Progress = None) -> tuple[Git, str]:
+def fetch_ref(stack: StackConfig, spec: SourceSpec, cache: Cache, ref: str, progress: Progress = None, *,
+              offline: bool = False) -> tuple[Git, str]:
     """Make `ref` (full sha, abbreviated sha of the tag, tag or branch) present in the mirror."""
     g = mirror_repo(cache, stack)
     tag = stack.tag if ref == stack.commit else None
     sha = _find(g, ref, tag)
     if sha:
         return g, sha
+    if offline:
+        raise SourceError(f"{ref} is not in the local mirror {g.path}", hint="run without offline mode to fetch it")
     url = resolve_url(stack, spec)
     say(progress, f"fetching {ref} from {url}")
     if FULL_SHA.match(ref):
@@ -87,6 +90,7 @@ def fetch_ref(stack: StackConfig, spec: SourceSpec, cache: Cache, ref: str, prog
     return g, sha
 
 
-def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None) -> BaseTree:
-    g, sha = fetch_ref(stack, spec, cache, stack.commit, progress)
+def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None, *,
+                offline: bool = False) -> BaseTree:
+    g, sha = fetch_ref(stack, spec, cache, stack.commit, progress, offline=offline)
     return BaseTree(git_dir=g.path, commit=sha, source=f"git:{resolve_url(stack, spec)}")

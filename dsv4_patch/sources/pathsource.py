@@ -11,7 +11,8 @@ from ..gitcmd import Git
 from .base import BaseTree, Cache, Progress
 
 
-def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None) -> BaseTree:
+def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None, *,
+                offline: bool = False) -> BaseTree:
     raw = os.path.expandvars(os.path.expanduser(str(spec.get("path", ""))))
     if not raw:
         raise SourceError(f"stack {stack.name}: path source has no 'path'", hint="set path = \"...\" in stacks.toml")

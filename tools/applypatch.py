@@ -1,0 +1,357 @@
+"""dsv4-patch: the command line. Thin: parse arguments, call dsv4_patch.api, render results.
+
+Exit codes: 0 ok, 1 error (bad input, unreachable source, stale export, lint or test failure),
+2 usage, 3 conflict (a patch does not apply, or is already upstream).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+if __package__ in (None, ""):  # `python tools/applypatch.py ...` from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dsv4_patch import __version__, api
+from dsv4_patch.config import load_project
+from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, ConflictError, Dsv4Error
+
+app = typer.Typer(
+    name="dsv4-patch",
+    help="Build, export, lint, test and rebase the DeepSeek V4 patch stacks for vLLM, SGLang and DeepGEMM.\n\n"
+    "Typical session:  dsv4-patch apply vllm  →  edit and `git commit` in build/vllm  →  "
+    "dsv4-patch export vllm  →  dsv4-patch check  →  dsv4-patch regress vllm",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 conflict.",
+)
+out = Console()
+err = Console(stderr=True)
+
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
+OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: ./build].")
+ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
+
+
+def _progress(quiet: bool = False):
+    return None if quiet else (lambda msg: err.print(f"[dim]· {msg}[/dim]", highlight=False))
+
+
+def _fail(e: Dsv4Error, as_json: bool) -> None:
+    if as_json:
+        payload = {"error": e.message, "hint": e.hint, "exit_code": e.exit_code}
+        if isinstance(e, ConflictError) and e.report is not None:
+            payload["failure"] = e.report.to_dict()
+        print(json.dumps(payload, indent=1))
+    else:
+        err.print(f"[red]error:[/red] {e.one_line()}", highlight=False)
+        report = getattr(e, "report", None)
+        if report is not None and getattr(report, "hunks", None):
+            for h in report.hunks[:3]:
+                err.print(f"  {h.file} {h.header}\n  upstream lines it expected:", highlight=False)
+                for line in h.expected[:12]:
+                    err.print(f"    | {line}", highlight=False, markup=False)
+        elif e.details and not isinstance(e, ConflictError):
+            err.print(e.details, highlight=False, markup=False)
+    raise typer.Exit(e.exit_code)
+
+
+def _project(project: Optional[Path]):
+    return load_project(project)
+
+
+def _emit(data, as_json: bool) -> bool:
+    if as_json:
+        print(json.dumps(data, indent=1, default=str))
+    return as_json
+
+
+@app.callback(invoke_without_command=True)
+def _main(version: bool = typer.Option(False, "--version", help="Print the version and exit.")):
+    if version:
+        print(__version__)
+        raise typer.Exit(0)
+
+
+@app.command()
+def status(
+    stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to show [default: all]."),
+    check: bool = typer.Option(False, "--check", help="Also dry-run whether each stack applies at its pin."),
+    matrix: bool = typer.Option(False, "--matrix", help="Show the verification matrix (levels passed per patch)."),
+    as_json: bool = JsonOpt,
+    project: Optional[Path] = ProjOpt,
+):
+    """Stacks, pins and patches with their metadata.
+
+    Examples:
+      dsv4-patch status
+      dsv4-patch status vllm --check        # does every patch still apply at the pin?
+      dsv4-patch status --matrix            # which verification levels each patch reached
+    """
+    try:
+        proj = _project(project)
+        if matrix:
+            from tools.cmd_e2e import render_matrix  # the harness owns the matrix
+
+            raise typer.Exit(render_matrix(proj.root, stacks, as_json=as_json, console=out))
+        rows = api.status(proj, stacks, check_apply=check, progress=_progress(as_json))
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    if _emit([r.to_dict() for r in rows], as_json):
+        raise typer.Exit(1 if any(r.applies and not r.applies["ok"] for r in rows) else 0)
+    bad = False
+    for r in rows:
+        out.print(f"[bold]{r.name}[/bold]  {r.upstream}  pin {r.tag or ''} {r.commit}", highlight=False)
+        out.print(f"  sources: {', '.join(r.sources)}", highlight=False)
+        for k, v in r.info.items():
+            out.print(f"  {k}: {v}", highlight=False)
+        for w in r.warnings:
+            out.print(f"  [yellow]warning:[/yellow] {w}", highlight=False)
+        t = Table(show_edge=False, pad_edge=False)
+        for col in ("#", "patch", "upstream status", "hardware", "regression tests", "drop when"):
+            t.add_column(col)
+        for i, p in enumerate(r.patches, 1):
+            t.add_row(str(i), p["name"], p["upstream_status"] or "-", ",".join(p["hardware"]) or "-",
+                      str(len(p["regression_tests"])), p["drop_when"] or "-")
+        if r.patches:
+            out.print(t)
+        else:
+            out.print("  (no patches)")
+        if r.applies is not None:
+            if r.applies["ok"]:
+                out.print("  [green]applies cleanly at the pin[/green]")
+            else:
+                bad = True
+                f = r.applies["failure"]
+                out.print(f"  [red]does not apply:[/red] {f['message'] if isinstance(f, dict) else f}", highlight=False)
+    raise typer.Exit(EXIT_CONFLICT if bad else 0)
+
+
+@app.command()
+def apply(
+    stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to build [default: all]."),
+    out_dir: Optional[Path] = OutOpt,
+    threeway: bool = typer.Option(True, "--3way/--no-3way", help="Fall back to a 3-way merge (git am --3way)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Use only this source kind (git, sdist, wheel, path)."),
+    force: bool = typer.Option(False, "--force", help="Replace a tree that has local commits or edits."),
+    as_json: bool = JsonOpt,
+    project: Optional[Path] = ProjOpt,
+):
+    """Build the patched tree of each stack: the pinned upstream plus one commit per patch.
+
+    The tree lands in OUT/<stack> on branch dsv4/<stack>, with the base at refs/dsv4/base. It is
+    built in a staging folder and swapped in only on success; a failed build is kept in
+    OUT/.dsv4/failed/<stack> for inspection. Re-running with nothing changed is a no-op.
+
+    Examples:
+      dsv4-patch apply                      # every stack, into ./build
+      dsv4-patch apply vllm --out /scratch/trees
+      dsv4-patch apply sglang --source wheel --json
+    """
+    try:
+        proj = _project(project)
+        results = []
+        for name in (stacks or list(proj.stacks)):
+            results.append(api.apply(proj, [name], out=out_dir, threeway=threeway, source=source, force=force,
+                                     progress=_progress(as_json))[0])
+            r = results[-1]
+            if not as_json:
+                verb = "unchanged" if r.status == "noop" else "built"
+                out.print(f"[green]{r.stack}[/green]: {verb} {r.tree} ({len(r.commits)} patches on "
+                          f"{r.base[:12]} from {r.source}, {r.seconds:.2f} s){' — ' + r.note if r.note else ''}",
+                          highlight=False)
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    _emit([r.to_dict() for r in results], as_json)
+
+
+@app.command()
+def export(
+    stack: str = typer.Argument(..., help="Stack whose tree to export."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 and show the difference if stale."),
+    tree: Optional[Path] = typer.Option(None, "--tree", help="Patched tree [default: OUT/<stack>]."),
+    out_dir: Optional[Path] = OutOpt,
+    as_json: bool = JsonOpt,
+    project: Optional[Path] = ProjOpt,
+):
+    """Write patches/<stack>/*.patch and series from the commits on top of refs/dsv4/base.
+
+    Zero churn: apply → export is byte-identical. Add a patch by committing in the tree; edit one
+    with `git rebase -i refs/dsv4/base` there; then export.
+
+    Examples:
+      dsv4-patch export vllm
+      dsv4-patch export vllm --check        # CI gate: are the files on disk up to date?
+    """
+    try:
+        res = api.export(_project(project), stack, out=out_dir, tree=tree, check=check)
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    if not _emit(res.to_dict() | {"diff": res.diff if check else ""}, as_json):
+        if not res.stale:
+            out.print(f"{stack}: patches are up to date")
+        elif check:
+            err.print(f"[red]{stack}: patch files are stale[/red] (run `dsv4-patch export {stack}`)")
+            print(res.diff, end="")
+        else:
+            for n in res.written:
+                out.print(f"wrote patches/{stack}/{n}", highlight=False)
+            for n in res.removed:
+                out.print(f"removed patches/{stack}/{n}", highlight=False)
+            if res.series_changed:
+                out.print(f"wrote patches/{stack}/series", highlight=False)
+    raise typer.Exit(EXIT_ERROR if (check and res.stale) else 0)
+
+
+@app.command()
+def check(
+    stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to lint [default: all]."),
+    as_json: bool = JsonOpt,
+    project: Optional[Path] = ProjOpt,
+):
+    """Lint the stacks: series vs folder, patch format and metadata, test ids, whitespace, path safety.
+
+    Needs no upstream tree. Each finding is one line `file:line: error: message`.
+
+    Examples:
+      dsv4-patch check
+      dsv4-patch check sglang --json
+    """
+    try:
+        findings = api.check(_project(project), stacks)
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    if not _emit([f.to_dict() for f in findings], as_json):
+        for f in findings:
+            err.print(str(f), highlight=False, markup=False)
+        if not findings:
+            out.print("check: all stacks clean")
+    raise typer.Exit(EXIT_ERROR if findings else 0)
+
+
+@app.command()
+def regress(
+    stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to test [default: all]."),
+    bisect: bool = typer.Option(False, "--bisect", help="Apply one patch at a time; name the first that fails."),
+    marker: Optional[str] = typer.Option(None, "-m", help="Only tests with this pytest marker expression (e.g. sm100)."),
+    out_dir: Optional[Path] = OutOpt,
+    as_json: bool = JsonOpt,
+    project: Optional[Path] = ProjOpt,
+    pytest_args: Optional[List[str]] = typer.Argument(None, help="Extra pytest arguments after `--`."),
+):
+    """Run the regression tests bound to each patch (Regression-Test:) against the patched trees.
+
+    Tests get the trees from DSV4_TREE_<STACK> (patched) and DSV4_BASE_<STACK> (pin) through the
+    `dsv4_tree` fixture. pytest's own output goes to stderr; a table per patch ends the run.
+
+    Examples:
+      dsv4-patch regress vllm
+      dsv4-patch regress deepgemm -m sm100   # on a B200
+      dsv4-patch regress sglang --bisect
+    """
+    try:
+        proj = _project(project)
+        rep = api.regress(proj, stacks, out=out_dir, bisect=bisect, marker=marker,
+                          pytest_args=tuple(pytest_args or ()), log=sys.stderr, progress=_progress(as_json))
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    if not _emit(rep.to_dict(), as_json):
+        t = Table(title=f"regress ({rep.seconds:.1f} s)")
+        for col in ("stack", "patch", "outcome", "tests"):
+            t.add_column(col)
+        colors = {"passed": "green", "failed": "red", "missing": "red", "skipped": "yellow"}
+        for r in rep.results:
+            c = colors.get(r.outcome, "white")
+            t.add_row(r.stack, r.patch, f"[{c}]{r.outcome}[/{c}]",
+                      ", ".join(f"{n.split('::')[-1]}={o}" for n, o in r.tests.items()))
+        out.print(t)
+        if rep.first_bad:
+            out.print(f"[red]first failing patch:[/red] {rep.first_bad[0]}/{rep.first_bad[1]}", highlight=False)
+    raise typer.Exit(0 if rep.ok else EXIT_ERROR)
+
+
+@app.command()
+def pin(
+    stack: str = typer.Argument(..., help="Stack to re-pin."),
+    ref: str = typer.Argument(..., help="Tag, commit or release version (e.g. v0.28.0)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Source kind to verify through (git, sdist, wheel)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Verify and show the change; write nothing."),
+    as_json: bool = JsonOpt,
+    project: Optional[Path] = ProjOpt,
+):
+    """Move a stack's pin to REF through the same verification as apply (sha256, commit id).
+
+    Examples:
+      dsv4-patch pin vllm v0.28.0                 # from the PyPI sdist: records version and sha256
+      dsv4-patch pin vllm v0.27.1 --source git    # records the full commit hash
+    """
+    try:
+        res = api.pin(_project(project), stack, ref, source=source, progress=_progress(as_json), dry_run=dry_run)
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    if not _emit(res.to_dict(), as_json):
+        for k, (old, new) in res.changes.items():
+            out.print(f"{stack}.{k}: {old} -> {new}", highlight=False)
+        out.print(("would update" if dry_run else "updated") + " patches/stacks.toml", highlight=False)
+
+
+@app.command()
+def build(
+    stack: str = typer.Argument(..., help="Stack to build (vllm or sglang)."),
+    venv: Path = typer.Option(..., "--venv", help="Virtual environment to create or update."),
+    from_source: bool = typer.Option(False, "--from-source", help="Run the upstream's own build (compiled changes)."),
+    deepgemm_src: Optional[Path] = typer.Option(None, "--deepgemm-src", help="Patched DeepGEMM tree for vLLM source builds."),
+    out_dir: Optional[Path] = OutOpt,
+    as_json: bool = JsonOpt,
+    project: Optional[Path] = ProjOpt,
+):
+    """Install the pinned release into VENV and overlay the patched Python files.
+
+    Each overlaid file's original must equal the wheel's copy; stacks that change compiled
+    sources need --from-source. Cached by (pin, patch bytes).
+
+    Examples:
+      dsv4-patch build vllm --venv .venv-vllm && .venv-vllm/bin/python -c "import vllm"
+    """
+    try:
+        res = api.build(_project(project), stack, venv, from_source=from_source, out=out_dir,
+                        deepgemm_src=deepgemm_src, progress=_progress(as_json))
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    data = res.to_dict() if hasattr(res, "to_dict") else res.__dict__
+    if not _emit(data, as_json):
+        out.print(f"{stack}: {data}", highlight=False)
+
+
+def _register_optional() -> None:
+    """Commands whose modules may be absent in a partial checkout stay out of the way."""
+    try:
+        from tools import cmd_e2e
+
+        app.command("e2e")(cmd_e2e.e2e)
+    except ImportError:
+        pass
+    try:
+        from tools import cmd_bump
+
+        app.command("bump")(cmd_bump.bump)
+    except ImportError:
+        pass
+
+
+_register_optional()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
