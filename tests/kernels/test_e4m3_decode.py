@@ -1,0 +1,168 @@
+"""Triton E4M3 decode helpers and the gather-and-dequantize kernel against the references.
+
+CPU: the Triton interpreter (TRITON_INTERPRET=1) must be set before triton is first imported, and
+other test modules may import triton earlier in the same process, so the interpreter work runs in a
+subprocess (this file run as a script) and the assertions stay here.
+GPU: marked `gpu`; skipped with the reason when CUDA is not available.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernels.e4m3_decode.naive import e4m3_to_f32_reference  # noqa: E402
+from kernels.fp8_ds_mla import layout as L  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL_CODES = np.arange(256, dtype=np.uint8)
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+
+
+def same_f32_bits(a, b) -> bool:
+    """Equal float32 bit patterns, except that NaN positions only need to match."""
+    a = np.asarray(a, dtype=np.float32)
+    b = np.asarray(b, dtype=np.float32)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    return bool(np.array_equal(nan_a, nan_b)
+                and np.array_equal(a[~nan_a].view(np.uint32), b[~nan_b].view(np.uint32)))
+
+
+def random_cache(num_blocks: int, block_size: int, pad: int, seed: int):
+    """Random bytes in a padded-stride cache: every code, every scale byte (0xFF too) appears."""
+    stride = L.block_bytes(block_size) + pad
+    g = torch.Generator().manual_seed(seed)
+    flat = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=g)
+    view = flat.as_strided((num_blocks, block_size, L.TOKEN_BYTES), (stride, L.TOKEN_BYTES, 1))
+    return flat, view
+
+
+def _interpreter_worker(case_dir: str) -> None:
+    """Runs in a fresh process with TRITON_INTERPRET=1; writes the kernels' outputs."""
+    from kernels.e4m3_decode import triton_decode as td
+    from kernels.fp8_ds_mla import naive
+
+    case = np.load(Path(case_dir) / "case.npz")
+    codes = torch.from_numpy(case["codes"])
+    manual = td.decode_bytes(codes, manual_decode=True).numpy()
+    results = {"manual_codes": manual}
+    for block_size, pad in [(16, 48), (64, 0)]:
+        flat = torch.from_numpy(case[f"flat_{block_size}"])
+        stride = L.block_bytes(block_size) + pad
+        nb = flat.numel() // stride
+        view = flat.as_strided((nb, block_size, L.TOKEN_BYTES), (stride, L.TOKEN_BYTES, 1))
+        slots = torch.from_numpy(case[f"slots_{block_size}"])
+        out = td.gather_dequantize(view, slots, block_size, manual_decode=True,
+                                   tokens_per_program=4)
+        results[f"gather_{block_size}"] = out.numpy()
+        results[f"naive_{block_size}"] = naive.dequantize(view, slots, block_size).numpy()
+    np.savez(Path(case_dir) / "out.npz", **results)
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory):
+    d = tmp_path_factory.mktemp("e4m3_interp")
+    rng = np.random.default_rng()
+    case = {"codes": np.concatenate([ALL_CODES, rng.integers(0, 256, 256, dtype=np.uint8)])}
+    for block_size, pad in [(16, 48), (64, 0)]:
+        nb = 3
+        flat, _ = random_cache(nb, block_size, pad, int(rng.integers(1 << 31)))
+        flat = flat.numpy()
+        flat[5], flat[6] = 0x7F, 0xFF  # NaN codes in slot 0 (block 0, pos 0)
+        flat[block_size * 576 + 1] = 0xFF  # NaN scale for slot 0's second tile
+        flat[7], flat[block_size * 576] = 0x38, 127  # and a plain 1.0 x 2^0 beside them
+        case[f"flat_{block_size}"] = flat
+        # block boundaries, the last slot, and an odd count so the last program is partial
+        slots = np.concatenate([[0, block_size - 1, block_size, nb * block_size - 1],
+                                rng.permutation(nb * block_size)[:7]])
+        case[f"slots_{block_size}"] = slots.astype(np.int64)
+    np.savez(d / "case.npz", **case)
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, __file__, str(d)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return case, dict(np.load(d / "out.npz"))
+
+
+def test_manual_decode_all_256_codes_interpreter(interpreted):
+    case, out = interpreted
+    ref = e4m3_to_f32_reference(case["codes"])
+    assert same_f32_bits(out["manual_codes"], ref)
+    assert np.isnan(out["manual_codes"][[0x7F, 0xFF]]).all()
+    assert np.signbit(out["manual_codes"][0x80]) and out["manual_codes"][0x80] == 0
+
+
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_gather_matches_reference_reader_interpreter(interpreted, block_size):
+    _, out = interpreted
+    got, ref = out[f"gather_{block_size}"], out[f"naive_{block_size}"]
+    assert got.shape == (11, 512)
+    # slot 0 is row 0: the planted NaN codes and NaN scale must come through, not be zeroed
+    assert np.isnan(got[0, [5, 6]]).all() and np.isnan(got[0, 64:128]).all()
+    assert got[0, 7] == 1.0
+    assert same_f32_bits(got, ref)
+
+
+def test_gather_reference_agrees_with_float64_oracle(interpreted):
+    # The interpreter run's reference output is itself the codec oracle's value: guards the chain.
+    case, out = interpreted
+    from kernels import codecs
+    flat = case["flat_64"]
+    slot = int(case["slots_64"][3])  # last slot of the cache
+    base, pos = (slot // 64) * L.block_bytes(64), slot % 64
+    codes = flat[base + pos * 576: base + pos * 576 + 448]
+    sc = codecs.ue8m0_decode(flat[base + 64 * 576 + pos * 8: base + 64 * 576 + pos * 8 + 7])
+    with np.errstate(over="ignore"):
+        expect = (codecs.e4m3_decode(codes) * np.repeat(sc, 64)).astype(np.float32)
+    assert same_f32_bits(out["naive_64"][3, :448], expect)
+
+
+# ---------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+@pytest.mark.parametrize("manual", [True, False])
+def test_decode_all_256_codes_gpu(manual):
+    from kernels.e4m3_decode import triton_decode as td
+    codes = torch.from_numpy(np.tile(ALL_CODES, 9)).cuda()
+    got = td.decode_bytes(codes, manual_decode=manual).cpu().numpy()
+    assert same_f32_bits(got, e4m3_to_f32_reference(codes.cpu().numpy()))
+
+
+@pytest.mark.gpu
+@NEEDS_CUDA
+@pytest.mark.parametrize("manual", [True, False])
+@pytest.mark.parametrize("block_size,pad,n,tokens,warps", [
+    (64, 0, 1, 8, 4), (64, 512, 1000, 8, 4), (16, 40, 333, 4, 2), (64, 64, 4099, 32, 8)])
+def test_gather_matches_reference_reader_gpu(manual, block_size, pad, n, tokens, warps):
+    from kernels.e4m3_decode import triton_decode as td
+    from kernels.fp8_ds_mla import naive
+    nb = n // block_size + 2
+    flat, view = random_cache(nb, block_size, pad, int(np.random.default_rng().integers(1 << 31)))
+    flat = flat.cuda()
+    stride = L.block_bytes(block_size) + pad
+    view = flat.as_strided((nb, block_size, L.TOKEN_BYTES), (stride, L.TOKEN_BYTES, 1))
+    slots = torch.randperm(nb * block_size, device="cuda")[:n]
+    slots[0] = nb * block_size - 1
+    out = torch.full((n, 512), float("nan"), device="cuda").view(torch.int32).fill_(0x7FBADBAD)
+    out = out.view(torch.float32)
+    td.gather_dequantize(view, slots, block_size, manual_decode=manual, out=out,
+                         tokens_per_program=tokens, num_warps=warps)
+    torch.cuda.synchronize()
+    assert not (out.view(torch.int32) == 0x7FBADBAD).any(), "an output element was not written"
+    ref = naive.dequantize(view, slots, block_size)
+    assert same_f32_bits(out.cpu().numpy(), ref.cpu().numpy())
+
+
+if __name__ == "__main__":
+    _interpreter_worker(sys.argv[1])
