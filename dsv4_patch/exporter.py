@@ -17,7 +17,7 @@ from .config import StackConfig
 from .errors import Dsv4Error
 from .gitcmd import Git
 from .series import read_series, render_series, series_header
-from .tree import BASE_REF
+from .tree import BASE_REF, adopt_tree
 
 SPLIT = re.compile(rb"^(?=From 0{40} )", re.M)
 TRAILER_LINE = re.compile(rb"^Patch-Filename: (.+)\n", re.M)
@@ -121,4 +121,5 @@ def export_stack(stack: StackConfig, tree: Path, *, check: bool = False) -> Expo
         tmp.replace(stack.series_path)
     for n in res.removed:
         (stack.patch_dir / n).unlink(missing_ok=True)
+    adopt_tree(stack, tree)
     return res

@@ -73,17 +73,18 @@ def unsafe_path(path: str) -> str | None:
     return None
 
 
+def symlink_escapes(fd: FileDiff) -> bool:
+    t = fd.symlink_target
+    if t is None:
+        return False
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(fd.path), t))
+    return t.startswith("/") or joined == ".." or joined.startswith("../")
+
+
 def _path_findings(fd: FileDiff) -> list[str]:
-    out = []
-    for p in fd.paths:
-        why = unsafe_path(p)
-        if why:
-            out.append(f"{why}: {p}")
-    if fd.symlink_target is not None:
-        t = fd.symlink_target
-        joined = posixpath.normpath(posixpath.join(posixpath.dirname(fd.path), t))
-        if t.startswith("/") or joined == ".." or joined.startswith("../"):
-            out.append(f"symlink {fd.path} -> {t} points outside the tree")
+    out = [f"{why}: {p}" for p in fd.paths if (why := unsafe_path(p))]
+    if symlink_escapes(fd):
+        out.append(f"symlink {fd.path} -> {fd.symlink_target} points outside the tree")
     return out
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import StackConfig
-from .errors import ConflictError, Dsv4Error
+from .errors import ConflictError, Dsv4Error, PatchFormatError
 from .gitcmd import Git
 from .outdir import OutDir
 from .patchfile import PatchFile
@@ -93,6 +93,24 @@ def read_state(tree: Path) -> dict | None:
         return None
 
 
+def write_state(tree: Path, state: dict) -> None:
+    f = tree / ".git" / STATE
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps(state, indent=1))
+
+
+def adopt_tree(stack_cfg: StackConfig, tree: Path) -> None:
+    """After export the tree matches the patch files again: record that, so the next apply is a
+    no-op instead of refusing to discard 'local commits' that now live in patches/."""
+    state = read_state(tree)
+    if not state or state.get("upto") is not None:
+        return
+    g = Git(tree)
+    state.update(tip=g.rev("HEAD"), commits=_commits(g, state["base"]),
+                 fingerprint=load_stack(stack_cfg).fingerprint(state.get("fingerprint_source")))
+    write_state(tree, state)
+
+
 def tree_is_pristine(tree: Path, state: dict) -> tuple[bool, str]:
     """True when the tree still is exactly what we built (so replacing it loses nothing)."""
     g = Git(tree)
@@ -105,30 +123,36 @@ def tree_is_pristine(tree: Path, state: dict) -> tuple[bool, str]:
     return True, ""
 
 
-def _failure_details(g: Git, patch: PatchFile, am_err: str) -> PatchFailure:
+def _probe_against_head(g: Git, patch: PatchFile) -> str:
+    """`git apply --check -v` of the patch against a clean copy of HEAD's index: its messages name
+    the hunk that failed and the lines it searched for (the work tree is mid-merge here)."""
+    index = g.path / ".git" / "dsv4-probe.index"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        g.run("read-tree", "HEAD", env=env)
+        return g.run("apply", "--cached", "--check", "-v", "-", check=False, stdin=patch.raw, env=env).err
+    finally:
+        index.unlink(missing_ok=True)
+
+
+def _failure_details(g: Git, patch: PatchFile, am_log: str) -> PatchFailure:
     """Name the file, the hunk and the upstream lines the failing patch expected."""
-    if b"new file mode" not in patch.raw and "does not exist in index" in am_err:
-        kind = "missing-file"
-    else:
-        kind = "conflict"
-    files = sorted(set(re.findall(r"CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", am_err)))
-    probe = g.run("apply", "--check", "-v", "-", check=False, stdin=patch.raw)
+    probe = _probe_against_head(g, patch)
+    files = set(re.findall(r"CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", am_log))
+    vanished = set(re.findall(r"CONFLICT \(modify/delete\): (\S+) deleted in HEAD", am_log))
+    vanished |= set(re.findall(r"error: (\S+): does not exist in index", probe + am_log))
     hunks = []
-    for m in re.finditer(r"error: patch failed: (.+):(\d+)", probe.err):
+    for m in re.finditer(r"error: patch failed: (.+):(\d+)", probe):
         path, line = m.group(1), int(m.group(2))
-        files = sorted(set(files) | {path})
-        for fd in patch.files:
-            if fd.path == path or fd.old_path == path:
-                for h in fd.hunks:
-                    if h.old_start == line:
-                        hunks.append(HunkReport(path, h.header, h.expected_upstream))
-    for m in re.finditer(r"error: (\S+): (?:does not exist in index|No such file or directory)", probe.err + am_err):
-        files = sorted(set(files) | {m.group(1)})
-        kind = "missing-file"
-    where = ", ".join(files) or "see the failed tree"
+        files.add(path)
+        hunks += [HunkReport(path, h.header, h.expected_upstream)
+                  for fd in patch.files if path in fd.paths for h in fd.hunks if h.old_start == line]
+    files |= vanished
+    kind = "missing-file" if vanished else "conflict"
+    where = ", ".join(sorted(files)) or "see the failed tree"
     first = hunks[0].header if hunks else ""
     msg = f"{patch.name}: does not apply at the pin ({kind}) in {where} {first}".strip()
-    return PatchFailure(patch.name, kind, msg, files, hunks)
+    return PatchFailure(patch.name, kind, msg, sorted(files), hunks)
 
 
 def _am(g: Git, staging: Path, stack: LoadedStack, patches: list[PatchFile], threeway: bool) -> tuple[int, str]:
@@ -166,6 +190,7 @@ def build_tree(
     name = name or stack_cfg.name
     loaded = load_stack(stack_cfg)
     patches = loaded.patches if upto is None else loaded.patches[:upto]
+    _refuse_unsafe(stack_cfg, patches)
     sub = LoadedStack(stack_cfg, loaded.entries[: len(patches)], patches)
     fp = sub.fingerprint(source_kind or (base.source if base else None))
     outdir = OutDir(out)
@@ -212,13 +237,29 @@ def build_tree(
                                    [f.path for f in p.files])
             failure.failed_tree = str(outdir.keep_failed(name, staging))
             raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
-        state = {"fingerprint": fp, "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
+        state = {"fingerprint": fp, "fingerprint_source": source_kind or (base.source if base else None),
+                 "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
                  "commits": commits, "stack": stack_cfg.name, "upto": upto}
-        (staging / ".git" / STATE).parent.mkdir(parents=True, exist_ok=True)
-        (staging / ".git" / STATE).write_text(json.dumps(state, indent=1))
+        write_state(staging, state)
         outdir.swap_in(name, staging)
         return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,
                            time.monotonic() - t0, note=base.note)
+
+
+def _refuse_unsafe(stack_cfg: StackConfig, patches: list[PatchFile]) -> None:
+    """Never hand git a patch that writes outside the tree (lint reports the same, earlier)."""
+    from .lint import unsafe_path, symlink_escapes
+
+    for p in patches:
+        for fd in p.files:
+            for path in fd.paths:
+                why = unsafe_path(path)
+                if why:
+                    raise PatchFormatError(f"{stack_cfg.patch_dir / p.name}:{fd.line}: {why}: {path}",
+                                           hint="patches may only touch paths inside the upstream tree")
+            if symlink_escapes(fd):
+                raise PatchFormatError(f"{stack_cfg.patch_dir / p.name}:{fd.line}: symlink {fd.path} -> "
+                                       f"{fd.symlink_target} points outside the tree", hint="remove the symlink")
 
 
 def _commits(g: Git, base: str) -> list[tuple[str, str]]:
