@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import Dsv4Error
 from .patchfile import PatchFile
 
 
@@ -68,12 +69,16 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
     with tempfile.TemporaryDirectory() as td:
         results_file = Path(td) / "results.json"
         env = {**os.environ, **env_extra, "DSV4_RESULTS_FILE": str(results_file)}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        engine = str(Path(__file__).resolve().parents[1])  # so `-p dsv4_patch.pytest_results` imports
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.pytest_results", "-p", "no:cacheprovider",
                 "-q", "-rs", *(["-m", marker] if marker else []), *pytest_args, *nodes]
         p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
                            stderr=subprocess.STDOUT)
         outcomes = json.loads(results_file.read_text()) if results_file.exists() else {}
+    if p.returncode in (2, 3, 4):  # interrupted, internal error, usage error: no verdict at all
+        raise Dsv4Error(f"pytest could not run the bound tests (exit {p.returncode})",
+                        hint="its output above says why; check the Regression-Test ids with `dsv4-patch check`")
     return p.returncode, outcomes
 
 

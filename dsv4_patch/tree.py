@@ -105,9 +105,12 @@ def adopt_tree(stack_cfg: StackConfig, tree: Path) -> None:
     state = read_state(tree)
     if not state or state.get("upto") is not None:
         return
+    try:
+        fp = load_stack(stack_cfg).fingerprint(state.get("fingerprint_source"))
+    except Dsv4Error:
+        return  # the exported files do not parse; `check` says why, and apply will refuse them
     g = Git(tree)
-    state.update(tip=g.rev("HEAD"), commits=_commits(g, state["base"]),
-                 fingerprint=load_stack(stack_cfg).fingerprint(state.get("fingerprint_source")))
+    state.update(tip=g.rev("HEAD"), commits=_commits(g, state["base"]), fingerprint=fp)
     write_state(tree, state)
 
 

@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 error (bad input, unreachable source, stale export, lint or 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -244,7 +245,7 @@ def regress(
     out_dir: Optional[Path] = OutOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
-    pytest_args: Optional[List[str]] = typer.Argument(None, help="Extra pytest arguments after `--`."),
+    pytest_args: str = typer.Option("", "--pytest-args", help="Extra pytest arguments, e.g. \"-x -k mla\"."),
 ):
     """Run the regression tests bound to each patch (Regression-Test:) against the patched trees.
 
@@ -259,7 +260,7 @@ def regress(
     try:
         proj = _project(project)
         rep = api.regress(proj, stacks, out=out_dir, bisect=bisect, marker=marker,
-                          pytest_args=tuple(pytest_args or ()), log=sys.stderr, progress=_progress(as_json))
+                          pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json))
     except Dsv4Error as e:
         _fail(e, as_json)
     if not _emit(rep.to_dict(), as_json):

@@ -1,0 +1,127 @@
+"""The command line: exit codes, --json, one-line errors, regress and bisect on a synthetic stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from synth import numbered
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "applypatch.py"
+
+
+def cli(env, *args, check=None):
+    p = subprocess.run([sys.executable, str(TOOL), *args, "--project", str(env.root)], capture_output=True, text=True,
+                       env={**__import__("os").environ, "DSV4_PATCH_CACHE": str(env.cache.root)})
+    if check is not None:
+        assert p.returncode == check, p.stdout + p.stderr
+    return p
+
+
+REGRESS_TESTS = '''
+import os
+from pathlib import Path
+
+def tree():
+    return Path(os.environ["DSV4_TREE_DEMO"])
+
+def test_three():
+    assert "line three" in (tree() / "src/a.py").read_text()
+
+def test_bee():
+    assert "b three" in (tree() / "src/b.txt").read_text()
+
+def test_base_is_pristine():
+    assert "line three" not in (Path(os.environ["DSV4_BASE_DEMO"]) / "src/a.py").read_text()
+'''
+
+
+def two_patches(env, second_breaks=False):
+    (env.root / "tests").mkdir(exist_ok=True)
+    (env.root / "tests/test_demo.py").write_text(REGRESS_TESTS + "\ndef test_ok():\n    pass\n")
+    meta = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_three\n" \
+           "Regression-Test: tests/test_demo.py::test_base_is_pristine\n"
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three", body=meta)
+    b = numbered(30, "b").replace("b 3\n", "b three\n")
+    a = numbered(60).replace("line 3\n", "line 3 broken\n" if second_breaks else "line three\n")
+    env.author({"src/b.txt": b, "src/a.py": a}, "[DSV4] Bee",
+               body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_bee\n")
+
+
+def test_help_teaches_by_example():
+    p = subprocess.run([sys.executable, str(TOOL), "apply", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "Examples:" in p.stdout and "--3way" in p.stdout
+
+
+def test_unknown_option_is_usage_exit_2(env):
+    assert cli(env, "apply", "--bogus").returncode == 2
+
+
+def test_unknown_stack_is_one_line_error_exit_1(env):
+    p = cli(env, "apply", "nope", check=1)
+    assert "no stack named 'nope'" in p.stderr and "known stacks: demo" in p.stderr
+
+
+def test_apply_json_then_noop(env):
+    two_patches(env)
+    first = json.loads(cli(env, "apply", "--json", "--force", check=0).stdout)
+    assert first[0]["status"] == "applied" and len(first[0]["commits"]) == 2
+    again = json.loads(cli(env, "apply", "--json", check=0).stdout)
+    assert again[0]["status"] == "noop"
+
+
+def test_conflict_exit_3_with_patch_file_and_expected_lines(env):
+    two_patches(env)
+    env.up.write("src/a.py", numbered(60).replace("line 3\n", "line 3 upstream\n"))
+    env.repin(env.up.commit("conflict"))
+    p = cli(env, "apply", check=3)
+    assert "three.patch" in p.stderr and "src/a.py" in p.stderr and "| line 3" in p.stderr
+    j = json.loads(cli(env, "apply", "--json", check=3).stdout)
+    assert j["failure"]["patch"] == "three.patch" and j["exit_code"] == 3
+
+
+def test_export_check_exit_1_when_stale(env):
+    two_patches(env)
+    cli(env, "export", "demo", "--check", check=0)
+    p = env.root / "patches/demo/bee.patch"
+    p.write_text(p.read_text().replace("Why.", "Why not."))
+    out = cli(env, "export", "demo", "--check", check=1)
+    assert "-Why not." in out.stdout and "+Why." in out.stdout
+
+
+def test_check_exit_codes(env):
+    two_patches(env)
+    cli(env, "check", check=0)
+    (env.root / "patches/demo/series").write_text("three.patch\n")
+    p = cli(env, "check", check=1)
+    assert "bee.patch: error: orphan patch" in p.stderr
+
+
+def test_status_json_lists_metadata_and_check_applies(env):
+    two_patches(env)
+    rows = json.loads(cli(env, "status", "--check", "--json", check=0).stdout)
+    assert rows[0]["applies"] == {"ok": True}
+    assert rows[0]["patches"][0]["regression_tests"] == ["tests/test_demo.py::test_three",
+                                                        "tests/test_demo.py::test_base_is_pristine"]
+
+
+def test_regress_passes_and_reports_per_patch(env):
+    two_patches(env)
+    rep = json.loads(cli(env, "regress", "--json", check=0).stdout)
+    assert rep["ok"] and [p["outcome"] for p in rep["patches"]] == ["passed", "passed"]
+
+
+def test_regress_fails_and_bisect_names_the_first_bad_patch(env):
+    two_patches(env, second_breaks=True)  # patch 2 undoes what patch 1's test checks
+    rep = json.loads(cli(env, "regress", "--json", check=1).stdout)
+    assert {p["patch"]: p["outcome"] for p in rep["patches"]} == {"three.patch": "failed", "bee.patch": "passed"}
+    bis = json.loads(cli(env, "regress", "--bisect", "--json", check=1).stdout)
+    assert bis["first_bad"] == ["demo", "bee.patch"]
+
+
+def test_python_tools_applypatch_runs_as_a_script():
+    p = subprocess.run([sys.executable, str(TOOL), "--version"], capture_output=True, text=True, cwd="/")
+    assert p.returncode == 0 and p.stdout.strip()
