@@ -226,3 +226,21 @@ def test_wrong_contiguous_reader_is_caught():
     # and it is not a near miss: most tokens are wrong
     close = torch.isclose(wrong, right, rtol=0.1, atol=0).all(dim=1)
     assert close.float().mean() < 0.1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_cuda_writer_and_reader_match_cpu():
+    block_size, nb, pad = 64, 6, 512
+    flat, view = make_cache(nb, block_size, pad, logical_3d=True)
+    slots = torch.randperm(nb * block_size)[:200]
+    kv = random_kv(200, torch.bfloat16)
+    kv[3, 7] = float("nan")
+    flat_gpu = flat.cuda()
+    stride = L.block_bytes(block_size) + pad
+    view_gpu = flat_gpu.as_strided((nb, block_size, L.TOKEN_BYTES), (stride, L.TOKEN_BYTES, 1))
+    naive.encode(view, slots, kv, block_size)
+    naive.encode(view_gpu, slots.cuda(), kv.cuda(), block_size)
+    assert torch.equal(flat_gpu.cpu(), flat)
+    assert bits_equal(naive.dequantize(view_gpu, slots.cuda(), block_size).cpu(),
+                      naive.dequantize(view, slots, block_size))
