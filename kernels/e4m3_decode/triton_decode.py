@@ -87,11 +87,8 @@ def _gather_dequant_kernel(
     BLOCK_SIZE: tl.constexpr,  # tokens per cache block
     TOKENS: tl.constexpr,  # tokens per program
     MANUAL_DECODE: tl.constexpr,
-    STREAM: tl.constexpr = False,  # evict-first loads and streaming stores: data is used once
 ):
     ROWS: tl.constexpr = TOKENS * 8
-    EVICT: tl.constexpr = "evict_first" if STREAM else ""
-    STORE_CACHE: tl.constexpr = ".cs" if STREAM else ""
     row = tl.arange(0, ROWS)
     col = tl.arange(0, 64)
     tok = tl.program_id(0).to(tl.int64) * TOKENS + row // 8
@@ -106,7 +103,7 @@ def _gather_dequant_kernel(
     is_rope = valid & (k == 7)
 
     codes = tl.load(cache_ptr + (data + k * 64)[:, None] + col[None, :],
-                    mask=is_nope[:, None], other=0, eviction_policy=EVICT)
+                    mask=is_nope[:, None], other=0)
     scale_byte = tl.load(cache_ptr + base + BLOCK_SIZE * 576 + pos * 8 + k, mask=is_nope, other=127)
     if MANUAL_DECODE:
         nope = e4m3_to_f32_manual(codes)
@@ -118,93 +115,21 @@ def _gather_dequant_kernel(
     # bf16 support in the target (the interpreter's bf16 convert gets denormals wrong).
     rope_ptr = cache_ptr.to(tl.pointer_type(tl.uint16))
     rope_bits = tl.load(rope_ptr + ((data + 448) // 2)[:, None] + col[None, :],
-                        mask=is_rope[:, None], other=0, eviction_policy=EVICT)
+                        mask=is_rope[:, None], other=0)
     rope = (rope_bits.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
 
     out = tl.where((k == 7)[:, None], rope, nope)
-    tl.store(out_ptr + (tok * 512 + k * 64)[:, None] + col[None, :], out, mask=valid[:, None],
-             cache_modifier=STORE_CACHE)
-
-
-@triton.jit
-def _nope_tiles(cache_ptr, slots_ptr, out_ptr, n_slots, block_stride, first_tile,
-                BLOCK_SIZE: tl.constexpr, TILES: tl.constexpr, MANUAL_DECODE: tl.constexpr,
-                EVICT: tl.constexpr, STORE_CACHE: tl.constexpr):
-    col = tl.arange(0, 64)
-    tile = first_tile + tl.arange(0, TILES)
-    tok = tile // 7
-    k = tile - tok * 7
-    valid = tok < n_slots
-    slot = tl.load(slots_ptr + tok, mask=valid, other=0).to(tl.int64)
-    block = slot // BLOCK_SIZE
-    pos = slot - block * BLOCK_SIZE
-    base = block * block_stride
-    codes = tl.load(cache_ptr + (base + pos * 576 + k * 64)[:, None] + col[None, :],
-                    mask=valid[:, None], other=0, eviction_policy=EVICT)
-    scale_byte = tl.load(cache_ptr + base + BLOCK_SIZE * 576 + pos * 8 + k, mask=valid, other=127)
-    if MANUAL_DECODE:
-        nope = e4m3_to_f32_manual(codes)
-    else:
-        nope = e4m3_to_f32_hw(codes)
-    nope = nope * ue8m0_to_f32(scale_byte)[:, None]
-    tl.store(out_ptr + (tok * 512 + k * 64)[:, None] + col[None, :], nope,
-             mask=valid[:, None], cache_modifier=STORE_CACHE)
-
-
-@triton.jit
-def _rope_rows(cache_ptr, slots_ptr, out_ptr, n_slots, block_stride, first_token,
-               BLOCK_SIZE: tl.constexpr, ROPE_TOKENS: tl.constexpr,
-               EVICT: tl.constexpr, STORE_CACHE: tl.constexpr):
-    col = tl.arange(0, 64)
-    tok = first_token + tl.arange(0, ROPE_TOKENS)
-    valid = tok < n_slots
-    slot = tl.load(slots_ptr + tok, mask=valid, other=0).to(tl.int64)
-    block = slot // BLOCK_SIZE
-    pos = slot - block * BLOCK_SIZE
-    half_word = (block * block_stride + pos * 576 + 448) // 2
-    bits = tl.load(cache_ptr.to(tl.pointer_type(tl.uint16)) + half_word[:, None] + col[None, :],
-                   mask=valid[:, None], other=0, eviction_policy=EVICT)
-    rope = (bits.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-    tl.store(out_ptr + (tok * 512 + 448)[:, None] + col[None, :], rope, mask=valid[:, None],
-             cache_modifier=STORE_CACHE)
-
-
-@triton.jit
-def _gather_dequant_tiles_kernel(
-    cache_ptr, slots_ptr, out_ptr, n_slots, block_stride,
-    BLOCK_SIZE: tl.constexpr,
-    TILES: tl.constexpr,  # NoPE tiles (64 values each) per NoPE program
-    ROPE_TOKENS: tl.constexpr,  # tokens per RoPE program
-    n_nope_programs,
-    MANUAL_DECODE: tl.constexpr,
-    STREAM: tl.constexpr = False,
-):
-    """Same result as _gather_dequant_kernel, without idle lanes: the first n_nope_programs
-    programs walk the N*7 NoPE tiles densely, the rest copy the RoPE rows."""
-    EVICT: tl.constexpr = "evict_first" if STREAM else ""
-    STORE_CACHE: tl.constexpr = ".cs" if STREAM else ""
-    pid = tl.program_id(0)
-    if pid < n_nope_programs:
-        _nope_tiles(cache_ptr, slots_ptr, out_ptr, n_slots, block_stride,
-                    pid.to(tl.int64) * TILES, BLOCK_SIZE, TILES, MANUAL_DECODE, EVICT,
-                    STORE_CACHE)
-    else:
-        _rope_rows(cache_ptr, slots_ptr, out_ptr, n_slots, block_stride,
-                   (pid - n_nope_programs).to(tl.int64) * ROPE_TOKENS, BLOCK_SIZE, ROPE_TOKENS,
-                   EVICT, STORE_CACHE)
+    tl.store(out_ptr + (tok * 512 + k * 64)[:, None] + col[None, :], out, mask=valid[:, None])
 
 
 def gather_dequantize(cache: torch.Tensor, slots: torch.Tensor, block_size: int = L.DEFAULT_BLOCK_SIZE,
                       manual_decode: bool = True, out: torch.Tensor | None = None,
-                      tokens_per_program: int = 8, num_warps: int = 4,
-                      variant: str = "rows", stream: bool = False) -> torch.Tensor:
+                      tokens_per_program: int = 4, num_warps: int = 4) -> torch.Tensor:
     """float32 [N, 512] for the given slots; same values, bit for bit, as fp8_ds_mla.naive.dequantize.
 
-    variant "rows": each program does tokens_per_program whole tokens (8 rows of 64: 7 NoPE + RoPE).
-    variant "tiles": NoPE tiles and RoPE rows in separate programs, no masked-off lanes;
-    tokens_per_program * 8 tiles per NoPE program, tokens_per_program * 4 tokens per RoPE program.
-    stream: evict-first loads and streaming (.cs) stores, for outputs consumed once.
-    Slots are not range-checked here (the reference does that; a kernel cannot afford the sync)."""
+    Defaults are the best of the H200 sweep (docs/kernels/vllm-kernels.md): 4 tokens (2,048 output
+    values) per program, 4 warps. Slots are not range-checked here (the reference does that; a
+    kernel cannot afford the host sync)."""
     raw = block_view(cache, block_size)
     if raw.shape[0] > 1 and raw.stride(0) % 2:
         raise ValueError("block stride must be even: RoPE is read as bf16")
@@ -216,27 +141,15 @@ def gather_dequantize(cache: torch.Tensor, slots: torch.Tensor, block_size: int 
         out = torch.empty((n, L.KV_DIM), dtype=torch.float32, device=raw.device)
     if n == 0:
         return out
-    _launch(raw, slots, out, block_size, manual_decode, tokens_per_program, num_warps, variant,
-            stream)
+    _launch(raw, slots, out, block_size, manual_decode, tokens_per_program, num_warps)
     return out
 
 
-def _launch(raw, slots, out, block_size, manual_decode, tokens_per_program, num_warps, variant,
-            stream=False):
+def _launch(raw, slots, out, block_size, manual_decode, tokens_per_program, num_warps):
     """Launch on validated arguments; returns Triton's compiled kernel (the bench reads its asm)."""
     n = slots.numel()
-    if variant == "rows":
-        grid = (triton.cdiv(n, tokens_per_program),)
-        return _gather_dequant_kernel[grid](
-            raw, slots, out, n, raw.stride(0),
-            BLOCK_SIZE=block_size, TOKENS=tokens_per_program, MANUAL_DECODE=manual_decode,
-            STREAM=stream, num_warps=num_warps)
-    if variant == "tiles":
-        tiles, rope_tokens = tokens_per_program * 8, tokens_per_program * 4
-        n_nope = triton.cdiv(n * L.NUM_TILES, tiles)
-        grid = (n_nope + triton.cdiv(n, rope_tokens),)
-        return _gather_dequant_tiles_kernel[grid](
-            raw, slots, out, n, raw.stride(0),
-            BLOCK_SIZE=block_size, TILES=tiles, ROPE_TOKENS=rope_tokens, n_nope_programs=n_nope,
-            MANUAL_DECODE=manual_decode, STREAM=stream, num_warps=num_warps)
-    raise ValueError(f"variant must be 'rows' or 'tiles', got {variant!r}")
+    grid = (triton.cdiv(n, tokens_per_program),)
+    return _gather_dequant_kernel[grid](
+        raw, slots, out, n, raw.stride(0),
+        BLOCK_SIZE=block_size, TOKENS=tokens_per_program, MANUAL_DECODE=manual_decode,
+        num_warps=num_warps)

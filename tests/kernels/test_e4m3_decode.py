@@ -63,9 +63,8 @@ def _interpreter_worker(case_dir: str) -> None:
         out = td.gather_dequantize(view, slots, block_size, manual_decode=True,
                                    tokens_per_program=4)
         results[f"gather_{block_size}"] = out.numpy()
-        results[f"tiles_{block_size}"] = td.gather_dequantize(
-            view, slots, block_size, manual_decode=True, tokens_per_program=2,
-            variant="tiles").numpy()
+        results[f"small_{block_size}"] = td.gather_dequantize(
+            view, slots, block_size, manual_decode=True, tokens_per_program=2).numpy()
         results[f"naive_{block_size}"] = naive.dequantize(view, slots, block_size).numpy()
     np.savez(Path(case_dir) / "out.npz", **results)
 
@@ -113,7 +112,7 @@ def test_gather_matches_reference_reader_interpreter(interpreted, block_size):
     assert np.isnan(got[0, [5, 6]]).all() and np.isnan(got[0, 64:128]).all()
     assert got[0, 7] == 1.0
     assert same_f32_bits(got, ref)
-    assert same_f32_bits(out[f"tiles_{block_size}"], ref)
+    assert same_f32_bits(out[f"small_{block_size}"], ref)
 
 
 def test_gather_reference_agrees_with_float64_oracle(interpreted):
@@ -146,10 +145,10 @@ def test_decode_all_256_codes_gpu(manual):
 @pytest.mark.gpu
 @NEEDS_CUDA
 @pytest.mark.parametrize("manual", [True, False])
-@pytest.mark.parametrize("block_size,pad,n,tokens,warps,variant", [
-    (64, 0, 1, 8, 4, "rows"), (64, 512, 1000, 8, 4, "tiles"), (16, 40, 333, 4, 2, "rows"),
-    (16, 0, 77, 2, 4, "tiles"), (64, 64, 4099, 32, 8, "rows"), (64, 64, 4099, 16, 8, "tiles")])
-def test_gather_matches_reference_reader_gpu(manual, block_size, pad, n, tokens, warps, variant):
+@pytest.mark.parametrize("block_size,pad,n,tokens,warps", [
+    (64, 0, 1, 4, 4), (64, 512, 1000, 8, 4), (16, 40, 333, 4, 2), (16, 0, 77, 2, 4),
+    (64, 64, 4099, 32, 8), (64, 64, 4099, 16, 8)])
+def test_gather_matches_reference_reader_gpu(manual, block_size, pad, n, tokens, warps):
     from kernels.e4m3_decode import triton_decode as td
     from kernels.fp8_ds_mla import naive
     nb = n // block_size + 2
@@ -162,7 +161,7 @@ def test_gather_matches_reference_reader_gpu(manual, block_size, pad, n, tokens,
     out = torch.full((n, 512), float("nan"), device="cuda").view(torch.int32).fill_(0x7FBADBAD)
     out = out.view(torch.float32)
     td.gather_dequantize(view, slots, block_size, manual_decode=manual, out=out,
-                         tokens_per_program=tokens, num_warps=warps, variant=variant)
+                         tokens_per_program=tokens, num_warps=warps)
     torch.cuda.synchronize()
     assert not (out.view(torch.int32) == 0x7FBADBAD).any(), "an output element was not written"
     ref = naive.dequantize(view, slots, block_size)
