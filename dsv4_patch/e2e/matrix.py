@@ -1,0 +1,87 @@
+"""The verification matrix: for each patch of each stack, which SPEC §4 levels passed, on which hardware.
+
+Built only from the result files committed with the stack (record.py). A level nobody recorded is
+absent, a result recorded for an earlier version of a patch file is `stale`, and the newest result
+per (level, hardware) wins, so a later failure hides an earlier pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import load_project
+from .record import LEVELS, LevelResult, load_results, patch_fingerprints
+
+
+@dataclass
+class Cell:
+    level: str
+    hardware: str
+    status: str  # passed | failed | stale
+    date: str
+    source: Path
+
+
+@dataclass
+class PatchRow:
+    name: str
+    cells: list[Cell] = field(default_factory=list)
+
+    def passed(self, level: str) -> list[str]:
+        return sorted(c.hardware for c in self.cells if c.level == level and c.status == "passed")
+
+    def cells_for(self, level: str) -> list[Cell]:
+        return [c for c in self.cells if c.level == level]
+
+    def to_dict(self) -> dict:
+        return {
+            "patch": self.name,
+            "levels": {
+                lv: [{"hardware": c.hardware, "status": c.status, "date": c.date, "source": str(c.source)}
+                     for c in self.cells_for(lv)]
+                for lv in LEVELS if self.cells_for(lv)
+            },
+        }
+
+
+@dataclass
+class StackMatrix:
+    stack: str
+    rows: list[PatchRow]
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"stack": self.stack, "patches": [r.to_dict() for r in self.rows], "problems": self.problems}
+
+
+def stack_matrix(stack: str, patch_dir: Path) -> StackMatrix:
+    problems: list[str] = []
+    try:
+        current = {p["name"]: p["sha256"] for p in patch_fingerprints(patch_dir)}
+    except Exception as e:  # a broken series is the lint's business; show it, do not crash the table
+        return StackMatrix(stack, [], [getattr(e, "message", str(e))])
+    results, bad = load_results(patch_dir)
+    problems += bad
+    problems += [f"{r.path}: recorded for stack {r.stack!r}, found under {stack!r}" for r in results if r.stack != stack]
+    results = [r for r in results if r.stack == stack]
+    rows = []
+    for name, sha in current.items():
+        latest: dict[tuple[str, str], LevelResult] = {}
+        for r in results:
+            if name not in r.patches:
+                continue
+            key = (r.level, r.hardware)
+            if key not in latest or r.date > latest[key].date:
+                latest[key] = r
+        cells = []
+        for (level, hw), r in sorted(latest.items(), key=lambda kv: (LEVELS.index(kv[0][0]), kv[0][1])):
+            status = r.status if r.patches[name] == sha else "stale"
+            cells.append(Cell(level, hw, status, r.date, r.path))
+        rows.append(PatchRow(name, cells))
+    return StackMatrix(stack, rows, problems)
+
+
+def compute_matrix(root: Path, stacks: list[str] | None = None) -> list[StackMatrix]:
+    project = load_project(root)
+    return [stack_matrix(s.name, s.patch_dir) for s in project.select(stacks)]
