@@ -70,6 +70,9 @@ def render_patches(tree: Path) -> list[tuple[str, bytes]]:
         raise Dsv4Error(f"{tree}: uncommitted changes", hint="commit them (one commit per patch) before exporting")
     raw = g.format_patch(f"{BASE_REF}..HEAD")
     chunks = [c for c in SPLIT.split(raw) if c]
+    # --stdout separates patches with one empty line; it belongs to no patch (a file must not
+    # change when another patch is appended after it).
+    chunks = [c[:-1] if i < len(chunks) - 1 and c.endswith(b"\n\n") else c for i, c in enumerate(chunks)]
     out, taken = [], set()
     for chunk in chunks:
         chunk, name = strip_trailer(chunk)

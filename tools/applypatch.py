@@ -21,7 +21,7 @@ from rich.table import Table
 
 from dsv4_patch import __version__, api
 from dsv4_patch.config import load_project
-from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, ConflictError, Dsv4Error
+from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, ConflictError, Dsv4Error, SourceError
 
 app = typer.Typer(
     name="dsv4-patch",
@@ -142,6 +142,7 @@ def apply(
     threeway: bool = typer.Option(True, "--3way/--no-3way", help="Fall back to a 3-way merge (git am --3way)."),
     source: Optional[str] = typer.Option(None, "--source", help="Use only this source kind (git, sdist, wheel, path)."),
     force: bool = typer.Option(False, "--force", help="Replace a tree that has local commits or edits."),
+    strict: bool = typer.Option(False, "--strict", help="With no STACK named: an unreachable upstream is an error."),
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
@@ -150,27 +151,56 @@ def apply(
     The tree lands in OUT/<stack> on branch dsv4/<stack>, with the base at refs/dsv4/base. It is
     built in a staging folder and swapped in only on success; a failed build is kept in
     OUT/.dsv4/failed/<stack> for inspection. Re-running with nothing changed is a no-op.
+    With no STACK named, every stack is built and one whose upstream cannot be reached here (e.g.
+    DeepGEMM without GitHub) is reported as unavailable, with what to set, without failing the run
+    (use --strict to fail). Other stacks go on after a conflict; the exit code is the worst seen.
 
     Examples:
       dsv4-patch apply                      # every stack, into ./build
       dsv4-patch apply vllm --out /scratch/trees
+      DSV4_DEEPGEMM_GIT_MIRROR=/mirrors/DeepGEMM.git dsv4-patch apply deepgemm
       dsv4-patch apply sglang --source wheel --json
     """
     try:
         proj = _project(project)
-        results = []
-        for name in (stacks or list(proj.stacks)):
-            results.append(api.apply(proj, [name], out=out_dir, threeway=threeway, source=source, force=force,
-                                     progress=_progress(as_json))[0])
-            r = results[-1]
+        names = stacks or list(proj.stacks)
+        for n in names:
+            proj.stack(n)
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    rows, worst = [], 0
+    for name in names:
+        try:
+            r = api.apply(proj, [name], out=out_dir, threeway=threeway, source=source, force=force,
+                          progress=_progress(as_json))[0]
+            rows.append(r.to_dict())
             if not as_json:
                 verb = "unchanged" if r.status == "noop" else "built"
                 out.print(f"[green]{r.stack}[/green]: {verb} {r.tree} ({len(r.commits)} patches on "
                           f"{r.base[:12]} from {r.source}, {r.seconds:.2f} s){' — ' + r.note if r.note else ''}",
                           highlight=False)
-    except Dsv4Error as e:
-        _fail(e, as_json)
-    _emit([r.to_dict() for r in results], as_json)
+        except SourceError as e:
+            optional = not stacks and not strict
+            rows.append({"stack": name, "status": "unavailable" if optional else "error", "error": e.message,
+                         "details": e.details})
+            if not as_json:
+                tag = "[yellow]unavailable[/yellow]" if optional else "[red]error[/red]"
+                err.print(f"{name}: {tag}: {e.one_line()}", highlight=False)
+                if e.details:
+                    err.print(e.details, highlight=False, markup=False)
+            worst = worst if optional else max(worst, e.exit_code)
+        except Dsv4Error as e:
+            rows.append({"stack": name, "status": "conflict" if isinstance(e, ConflictError) else "error",
+                         "error": e.message, "exit_code": e.exit_code,
+                         "failure": e.report.to_dict() if getattr(e, "report", None) is not None else None})
+            if not as_json:
+                try:
+                    _fail(e, False)
+                except typer.Exit:
+                    pass
+            worst = max(worst, e.exit_code)
+    _emit(rows, as_json)
+    raise typer.Exit(worst)
 
 
 @app.command()

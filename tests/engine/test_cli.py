@@ -80,7 +80,7 @@ def test_conflict_exit_3_with_patch_file_and_expected_lines(env):
     p = cli(env, "apply", check=3)
     assert "three.patch" in p.stderr and "src/a.py" in p.stderr and "| line 3" in p.stderr
     j = json.loads(cli(env, "apply", "--json", check=3).stdout)
-    assert j["failure"]["patch"] == "three.patch" and j["exit_code"] == 3
+    assert j[0]["failure"]["patch"] == "three.patch" and j[0]["exit_code"] == 3 and j[0]["status"] == "conflict"
 
 
 def test_export_check_exit_1_when_stale(env):
@@ -125,3 +125,24 @@ def test_regress_fails_and_bisect_names_the_first_bad_patch(env):
 def test_python_tools_applypatch_runs_as_a_script():
     p = subprocess.run([sys.executable, str(TOOL), "--version"], capture_output=True, text=True, cwd="/")
     assert p.returncode == 0 and p.stdout.strip()
+
+
+def test_unreachable_stack_is_unavailable_when_all_are_built_but_an_error_when_named(env):
+    toml = env.root / "patches/stacks.toml"
+    toml.write_text(toml.read_text() + """
+[stacks.far]
+upstream = "https://example.invalid/far"
+commit = "%s"
+[[stacks.far.sources]]
+kind = "git"
+url = "%s"
+mirror_env = "FAR_MIRROR"
+""" % ("a" * 40, env.tmp / "nowhere.git"))
+    (env.root / "patches/far").mkdir()
+    (env.root / "patches/far/series").write_text("")
+    p = cli(env, "apply", check=0)
+    assert "far: unavailable:" in p.stderr and "FAR_MIRROR" in p.stderr
+    assert (env.out / "demo").is_dir()
+    cli(env, "apply", "--strict", check=1)
+    p = cli(env, "apply", "far", check=1)
+    assert "far: error:" in p.stderr

@@ -110,3 +110,14 @@ def test_export_refuses_uncommitted_changes(env):
     (tree / "src/a.py").write_text("dirty\n")
     with pytest.raises(Dsv4Error, match="uncommitted changes"):
         env.export()
+
+
+def test_a_patch_file_does_not_change_when_another_is_appended(env):
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    first = env.patch_bytes()["three.patch"]
+    env.author({"assets/z.bin": b"\x00\x01\x02"}, "[DSV4] Binary last")
+    env.author({"src/b.txt": numbered(30, "b").replace("b 3\n", "b three\n")}, "[DSV4] Bee")
+    files = env.patch_bytes()
+    assert files["three.patch"] == first
+    assert all(not data.endswith(b"\n\n\n") for data in files.values())
+    roundtrip(env)
