@@ -1,0 +1,343 @@
+"""Overlay build: the pinned release from its wheel, with the stack's patched Python files on top.
+
+    build_overlay(base_tree, patched_tree, venv, package="vllm", version="0.27.1")
+
+1. creates (or reuses) `venv` and installs `<package>==<version>` from the registry (for vLLM on a
+   CPU machine, `torch==<DSV4_BUILD_TORCH or 2.13.0>` first, so pip keeps the local CPU build and
+   never pulls a multi-GB CUDA torch);
+2. lists the files the stack changes (`git diff --name-status refs/dsv4/base HEAD` in the patched
+   tree, or a directory diff when the trees are not git trees made by `apply`);
+3. refuses when the stack changes compiled sources (csrc/, *.cu, *.cuh, *.hip, *.cpp,
+   CMakeLists.txt, cmake/): those need `--from-source`;
+4. checks that each file it will replace or delete is, in the installed wheel, byte-equal to the
+   pinned base tree (so the overlay lands on the code the patches were made against);
+5. writes the patched files into site-packages (added files added, deleted files removed). A file is
+   unlinked before it is written, so a venv cloned with hard links never shares the change.
+
+The result is keyed by (package, version, sha256 of the overlaid paths and bytes) in a stamp file
+in the venv; the same key later is a no-op. A different overlay first restores the previous one's
+files from the base tree. `from_source=True` runs `pip install <patched_tree>` instead (vLLM takes
+a patched DeepGEMM through DEEPGEMM_SRC_DIR).
+
+No printing here: `progress(message)` is called when given. Errors are Dsv4Error subclasses with
+one-line messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .errors import Dsv4Error
+
+STAMP = ".dsv4-build.json"
+DEFAULT_TORCH = "2.13.0"
+COMPILED_SUFFIXES = (".cu", ".cuh", ".hip", ".cpp", ".cc", ".c", ".h", ".hpp")
+COMPILED_DIRS = ("csrc/", "cmake/")
+COMPILED_NAMES = ("CMakeLists.txt",)
+
+Progress = Callable[[str], None] | None
+
+
+class BuildError(Dsv4Error):
+    pass
+
+
+@dataclass
+class BuildResult:
+    venv: Path
+    python: Path
+    package: str
+    version: str
+    mode: str  # "overlay" or "source"
+    key: str
+    cached: bool
+    overlaid: list[str] = field(default_factory=list)  # modified files written into site-packages
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # changed files the wheel does not ship (tests, docs)
+    site_packages: Path | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("venv", "python", "site_packages"):
+            d[k] = str(d[k]) if d[k] is not None else None
+        return d
+
+
+def _say(progress: Progress, msg: str) -> None:
+    if progress is not None:
+        progress(msg)
+
+
+def _run(argv: list[str], *, what: str, env: dict | None = None, cwd: Path | None = None) -> str:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+    except OSError as e:
+        raise BuildError(f"{what}: cannot run {argv[0]}: {e}") from None
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()
+        last = tail[-1] if tail else f"exit {r.returncode}"
+        raise BuildError(f"{what} failed: {last}", details=(r.stdout or "") + (r.stderr or ""))
+    return r.stdout
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def is_compiled_source(path: str) -> bool:
+    p = path.replace("\\", "/")
+    name = p.rsplit("/", 1)[-1]
+    return (
+        name in COMPILED_NAMES
+        or p.endswith(COMPILED_SUFFIXES)
+        or any(p.startswith(d) or f"/{d}" in p for d in COMPILED_DIRS)
+    )
+
+
+# --- what the stack changes ----------------------------------------------------------------------
+
+def _git(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    return subprocess.run(["git", "-C", str(tree), "-c", "core.quotePath=false", *args],
+                          capture_output=True, text=True, env=env)
+
+
+def changed_files(base_tree: Path, patched_tree: Path) -> list[tuple[str, str]]:
+    """[(status, path)] with status A, M or D, sorted by path. Renames count as D + A."""
+    r = _git(patched_tree, "rev-parse", "--verify", "-q", "refs/dsv4/base")
+    if r.returncode == 0:
+        r = _git(patched_tree, "diff", "--name-status", "--no-renames", "-z", "refs/dsv4/base", "HEAD")
+        if r.returncode != 0:
+            raise BuildError(f"{patched_tree}: git diff refs/dsv4/base HEAD failed: {r.stderr.strip()}")
+        parts = [p for p in r.stdout.split("\0") if p]
+        out = [(parts[i][0], parts[i + 1]) for i in range(0, len(parts), 2)]
+        return sorted((((s if s in "AMD" else "M"), p) for s, p in out), key=lambda t: t[1])
+    return _dir_diff(base_tree, patched_tree)
+
+
+def _files_under(root: Path) -> dict[str, Path]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for f in filenames:
+            p = Path(dirpath) / f
+            out[p.relative_to(root).as_posix()] = p
+    return out
+
+
+def _dir_diff(base_tree: Path, patched_tree: Path) -> list[tuple[str, str]]:
+    a, b = _files_under(base_tree), _files_under(patched_tree)
+    out = []
+    for rel in sorted(set(a) | set(b)):
+        if rel not in b:
+            out.append(("D", rel))
+        elif rel not in a:
+            out.append(("A", rel))
+        elif a[rel].stat().st_size != b[rel].stat().st_size or a[rel].read_bytes() != b[rel].read_bytes():
+            out.append(("M", rel))
+    return out
+
+
+def overlay_key(package: str, version: str, patched_tree: Path, changes: list[tuple[str, str]]) -> str:
+    h = hashlib.sha256(f"{package}=={version}\n".encode())
+    for status, path in changes:
+        h.update(f"{status} {path}\n".encode())
+        if status != "D":
+            h.update(hashlib.sha256((patched_tree / path).read_bytes()).digest())
+    return h.hexdigest()
+
+
+# --- the venv ------------------------------------------------------------------------------------
+
+def _read_stamp(venv: Path) -> dict | None:
+    try:
+        return json.loads((venv / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_stamp(venv: Path, data: dict) -> None:
+    tmp = venv / (STAMP + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, venv / STAMP)
+
+
+def _installed(py: Path, package: str) -> tuple[str | None, Path | None, set[str]]:
+    """(installed version, site-packages dir, files the distribution installed, relative to it)."""
+    code = (
+        "import json, sys, sysconfig\n"
+        "from importlib import metadata\n"
+        "sp = sysconfig.get_paths()['purelib']\n"
+        "try:\n"
+        f"    d = metadata.distribution({package!r})\n"
+        "    files = [str(f) for f in (d.files or [])]\n"
+        "    print(json.dumps([d.version, str(d.locate_file('')), files]))\n"
+        "except metadata.PackageNotFoundError:\n"
+        "    print(json.dumps([None, sp, []]))\n"
+    )
+    out = _run([str(py), "-c", code], what=f"inspecting {package} in {py}")
+    version, sp, files = json.loads(out.strip().splitlines()[-1])
+    return version, Path(sp), set(files)
+
+
+def ensure_venv(venv: Path, python: str | None, progress: Progress = None) -> Path:
+    py = venv_python(venv)
+    if py.exists():
+        return py
+    _say(progress, f"creating venv {venv}")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    _run([python or "python3", "-m", "venv", str(venv)], what=f"creating venv {venv}")
+    return py
+
+
+def install_release(py: Path, package: str, version: str, *, cache_dir: Path | None,
+                    progress: Progress = None) -> None:
+    pip = [str(py), "-m", "pip", "install", "--disable-pip-version-check"]
+    if cache_dir is not None:
+        pip += ["--cache-dir", str(cache_dir)]
+    if package == "vllm":
+        torch = os.environ.get("DSV4_BUILD_TORCH", DEFAULT_TORCH)
+        if torch:
+            _say(progress, f"pip install torch=={torch}")
+            _run(pip + [f"torch=={torch}"], what=f"pip install torch=={torch}")
+    _say(progress, f"pip install {package}=={version}")
+    _run(pip + [f"{package}=={version}"], what=f"pip install {package}=={version}")
+
+
+# --- overlay -------------------------------------------------------------------------------------
+
+def _replace_file(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".dsv4-tmp")
+    shutil.copyfile(src, tmp)
+    shutil.copymode(src, tmp)
+    os.replace(tmp, dst)  # a new inode: hard-linked clones of the venv keep their copy
+
+
+def _remove_file(dst: Path) -> None:
+    try:
+        dst.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _restore_previous(stamp: dict, base_tree: Path, site: Path, progress: Progress) -> None:
+    for entry in stamp.get("files", []):
+        status, path = entry["status"], entry["path"]
+        dst = site / path
+        if status == "A":
+            _remove_file(dst)
+        elif (base_tree / path).is_file():
+            _replace_file(base_tree / path, dst)
+    _say(progress, f"restored {len(stamp.get('files', []))} file(s) of the previous overlay")
+
+
+def _plan(changes, base_tree: Path, site: Path, dist_files: set[str], package: str, version: str):
+    """Split changes into (apply list, skipped) and check the originals against the wheel."""
+    top_dirs = {f.split("/", 1)[0] for f in dist_files if "/" in f and not f.split("/", 1)[0].endswith(
+        (".dist-info", ".data"))}
+    plan, skipped = [], []
+    for status, path in changes:
+        in_wheel = path in dist_files
+        in_pkg = path.split("/", 1)[0] in top_dirs and "/" in path
+        if not (in_wheel or (status == "A" and in_pkg)):
+            skipped.append(path)
+            continue
+        if status in ("M", "D"):
+            orig = base_tree / path
+            inst = site / path
+            if not orig.is_file() or not inst.is_file() or orig.read_bytes() != inst.read_bytes():
+                raise BuildError(
+                    f"{path}: the installed {package} {version} differs from the pinned base tree; "
+                    "refusing to overlay (reinstall the release or use --from-source)")
+        plan.append((status, path))
+    return plan, skipped
+
+
+def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: str, version: str,
+                  python: str | None = None, from_source: bool = False, cache_dir: Path | None = None,
+                  deepgemm_src: Path | None = None, progress: Progress = None) -> BuildResult:
+    t0 = time.monotonic()
+    base_tree, patched_tree, venv = Path(base_tree), Path(patched_tree), Path(venv).absolute()
+    for t, what in ((base_tree, "base"), (patched_tree, "patched")):
+        if not t.is_dir():
+            raise BuildError(f"{t}: {what} tree not found", hint="run `dsv4-patch apply` first")
+    changes = changed_files(base_tree, patched_tree)
+    compiled = [p for _, p in changes if is_compiled_source(p)]
+    if compiled and not from_source:
+        raise BuildError(
+            f"the stack changes compiled sources ({compiled[0]}"
+            + (f" and {len(compiled) - 1} more" if len(compiled) > 1 else "")
+            + "); an overlay of Python files cannot carry them",
+            hint="build with --from-source")
+    key = overlay_key(package, version, patched_tree, changes)
+    mode = "source" if from_source else "overlay"
+
+    py = ensure_venv(venv, python, progress)
+    stamp = _read_stamp(venv)
+    installed, site, dist_files = _installed(py, package)
+    if (stamp and stamp.get("key") == key and stamp.get("mode") == mode
+            and installed == (stamp.get("installed_version") or version)):
+        _say(progress, f"{venv}: up to date ({package} {version}, overlay {key[:12]})")
+        return BuildResult(venv=venv, python=py, package=package, version=version, mode=mode, key=key,
+                           cached=True, overlaid=stamp.get("overlaid", []), added=stamp.get("added", []),
+                           removed=stamp.get("removed", []), skipped=stamp.get("skipped", []),
+                           site_packages=site, seconds=time.monotonic() - t0)
+
+    if from_source:
+        env = dict(os.environ)
+        if deepgemm_src is not None:
+            env["DEEPGEMM_SRC_DIR"] = str(Path(deepgemm_src).absolute())
+        argv = [str(py), "-m", "pip", "install", "--disable-pip-version-check"]
+        if cache_dir is not None:
+            argv += ["--cache-dir", str(cache_dir)]
+        _say(progress, f"pip install {patched_tree} (from source)")
+        _run(argv + [str(patched_tree)], what=f"pip install {patched_tree}", env=env)
+        installed, site, _ = _installed(py, package)
+        _write_stamp(venv, {"key": key, "mode": mode, "package": package, "version": version,
+                            "installed_version": installed, "files": []})
+        return BuildResult(venv=venv, python=py, package=package, version=version, mode=mode, key=key,
+                           cached=False, site_packages=site, seconds=time.monotonic() - t0)
+
+    if installed != version:
+        if installed is not None:
+            _say(progress, f"{package} {installed} installed; replacing with {version}")
+        install_release(py, package, version, cache_dir=cache_dir, progress=progress)
+        installed, site, dist_files = _installed(py, package)
+        if installed != version:
+            raise BuildError(f"{venv}: pip installed {package} {installed}, not {version}")
+        stamp = None  # a fresh install carries no overlay
+    elif stamp and stamp.get("files"):
+        _restore_previous(stamp, base_tree, site, progress)
+
+    plan, skipped = _plan(changes, base_tree, site, dist_files, package, version)
+    overlaid, added, removed = [], [], []
+    for status, path in plan:
+        dst = site / path
+        if status == "D":
+            _remove_file(dst)
+            removed.append(path)
+        else:
+            _replace_file(patched_tree / path, dst)
+            (added if status == "A" else overlaid).append(path)
+        for pyc in (dst.parent / "__pycache__").glob(dst.stem + ".*.pyc"):
+            _remove_file(pyc)
+    _say(progress, f"overlaid {len(overlaid)} modified, {len(added)} added, {len(removed)} removed file(s)")
+    _write_stamp(venv, {"key": key, "mode": mode, "package": package, "version": version,
+                        "installed_version": installed,
+                        "files": [{"status": s, "path": p} for s, p in plan],
+                        "overlaid": overlaid, "added": added, "removed": removed, "skipped": skipped})
+    return BuildResult(venv=venv, python=py, package=package, version=version, mode=mode, key=key,
+                       cached=False, overlaid=overlaid, added=added, removed=removed, skipped=skipped,
+                       site_packages=site, seconds=time.monotonic() - t0)

@@ -1,0 +1,24 @@
+"""Shared by the check scripts: run named sub-checks, print one JSON line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+_results: dict[str, dict] = {}
+
+
+def check(fn):
+    try:
+        fn()
+        _results[fn.__name__] = {"ok": True, "error": ""}
+    except BaseException as e:  # noqa: BLE001 - a sub-check's failure is data here
+        tb = traceback.format_exc(limit=3)
+        _results[fn.__name__] = {"ok": False, "error": f"{type(e).__name__}: {e}\n{tb}"}
+    return fn
+
+
+def report() -> None:
+    sys.stdout.flush()
+    print("DSV4-CHECK " + json.dumps(_results), flush=True)

@@ -1,0 +1,214 @@
+"""vllm 1: the PyTorch reference decode of the fp8_ds_mla cache vs the oracle (kernels/fp8_ds_mla)."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from _harness import check, report
+from kernels.fp8_ds_mla import naive
+
+import vllm.v1.attention.ops.rocm_aiter_mla_sparse as m
+
+SEED = int.from_bytes(os.urandom(4), "little")
+print("seed", SEED)
+gen = torch.Generator().manual_seed(SEED)
+NOPE, ROPE = 448, 64
+
+
+def make_cache(num_blocks: int, block_size: int, n: int, *, pad: int = 1500):
+    """A cache whose block stride is larger than a block (as the allocator gives it), filled by the
+    oracle encoder; returns (cache, slots written, kv)."""
+    stride = block_size * 584 + pad
+    store = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen)
+    cache = store.as_strided((num_blocks, block_size, 584), (stride, 584, 1))
+    slots = torch.randperm(num_blocks * block_size, generator=gen)[:n]
+    slots[0] = 0
+    slots[-1] = num_blocks * block_size - 1
+    mag = torch.exp2(torch.randint(-12, 9, (n, 1), generator=gen).float())
+    kv = torch.randn(n, 512, generator=gen) * mag
+    kv[1, :64] = 0.0                       # an all-zero scale group
+    kv[2, 64:128] = 448.0 * 2.0**-20        # tiny values
+    naive.encode(cache, slots, kv, block_size=block_size)
+    return cache, slots, kv
+
+
+def ref_attention(q, k_rows: list[torch.Tensor], scale, sink):
+    """float64 attention from oracle-dequantized K (V = K), sink in the denominator."""
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    for i, k in enumerate(k_rows):
+        if k.shape[0] == 0:
+            continue
+        k = k.double()
+        logits = (q[i].double() @ k.t()) * scale
+        if sink is not None:
+            full = torch.cat([logits, sink.double()[:, None]], dim=1)
+            p = torch.softmax(full, dim=1)[:, :-1]
+        else:
+            p = torch.softmax(logits, dim=1)
+        out[i] = p @ k
+    return out
+
+
+def decode(q, swa_cache, swa_slots_per_q, extra_cache=None, extra_slots_per_q=None, *, sink=None,
+           scale=0.05, ragged=True):
+    b, h, _ = q.shape
+    out = torch.full((b, h, 512), float("nan"), dtype=torch.bfloat16)
+    lens = torch.tensor([len(s) for s in swa_slots_per_q], dtype=torch.int32)
+    width = max(1, int(lens.max()))
+    dense = torch.full((b, width), -1, dtype=torch.int32)
+    for i, s in enumerate(swa_slots_per_q):
+        dense[i, : len(s)] = s
+    indptr = torch.zeros(b + 1, dtype=torch.int32)
+    indptr[1:] = torch.cumsum(lens, 0)
+    flat = torch.cat([s.to(torch.int32) for s in swa_slots_per_q])
+    kw = dict(kv_cache=None, swa_only=True, topk_indices=None, topk_lens=None,
+              topk_ragged_indices=None, topk_ragged_indptr=None)
+    if extra_cache is not None:
+        elens = torch.tensor([len(s) for s in extra_slots_per_q], dtype=torch.int32)
+        eptr = torch.zeros(b + 1, dtype=torch.int32)
+        eptr[1:] = torch.cumsum(elens, 0)
+        ewidth = max(1, int(elens.max()))
+        edense = torch.full((b, ewidth), -1, dtype=torch.int32)
+        for i, s in enumerate(extra_slots_per_q):
+            edense[i, : len(s)] = s
+        kw = dict(kv_cache=extra_cache, swa_only=False, topk_indices=edense, topk_lens=elens,
+                  topk_ragged_indices=torch.cat([s.to(torch.int32) for s in extra_slots_per_q]) if ragged else None,
+                  topk_ragged_indptr=eptr if ragged else None)
+    m.rocm_sparse_attn_decode(
+        q=q, swa_k_cache=swa_cache, swa_indices=dense, swa_lens=lens,
+        swa_ragged_indices=flat if ragged else None, swa_ragged_indptr=indptr if ragged else None,
+        attn_sink=sink, scale=scale, head_dim=512, nope_head_dim=NOPE, rope_head_dim=ROPE,
+        output=out, **kw)
+    return out
+
+
+@check
+def reader_matches_oracle():
+    for num_blocks, block_size, n in ((6, 64, 200), (3, 16, 40), (1, 64, 64)):
+        cache, slots, _ = make_cache(num_blocks, block_size, n)
+        got = m.dequantize_fp8_ds_mla_torch(cache, slots)
+        want = naive.dequantize(cache, slots, block_size=block_size)
+        assert got.dtype == torch.float32 and got.shape == (n, 512), (got.dtype, got.shape)
+        assert not torch.isnan(got).any(), "NaN in the dequantized K"
+        diff = (got - want).abs().max().item()
+        assert diff == 0.0, f"max_abs {diff} vs the oracle (block_size {block_size})"
+        # the seed's contiguous reader disagrees on the same bytes: the check can see a layout bug
+        wrong = naive.wrong_contiguous_reader(cache, slots, block_size=block_size)
+        assert not torch.equal(torch.nan_to_num(wrong), want), "oracle cannot tell the layouts apart"
+    # invalid slots give zero rows
+    got = m.dequantize_fp8_ds_mla_torch(cache, torch.tensor([-1, num_blocks * block_size]))
+    assert torch.equal(got, torch.zeros_like(got))
+
+
+@check
+def decode_matches_reference_attention():
+    os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "1"
+    swa, swa_slots, _ = make_cache(4, 64, 150)
+    extra, extra_slots, _ = make_cache(3, 64, 120)
+    b, h = 3, 16
+    q = (torch.randn(b, h, 512, generator=gen) * 0.5).bfloat16()
+    sink = torch.randn(h, generator=gen)
+    per_q = [swa_slots[:50], swa_slots[50:51], swa_slots[51:150]]
+    per_q_extra = [extra_slots[:70], extra_slots[70:70], extra_slots[70:120]]
+    for ragged in (True, False):
+        out = decode(q, swa, per_q, extra, per_q_extra, sink=sink, ragged=ragged)
+        k_rows = [torch.cat([naive.dequantize(swa, s), naive.dequantize(extra, e)])
+                  for s, e in zip(per_q, per_q_extra)]
+        want = ref_attention(q, k_rows, 0.05, sink)
+        assert torch.isfinite(out.float()).all(), "non-finite decode output"
+        err = (out.double() - want).abs().max().item()
+        tol = 2.0**-7 * want.abs().max().item()
+        assert err <= tol, f"decode vs float64 reference: max_abs {err} > {tol} (ragged={ragged})"
+    # SWA only, no sink
+    out = decode(q, swa, per_q, sink=None)
+    want = ref_attention(q, [naive.dequantize(swa, s) for s in per_q], 0.05, None)
+    err = (out.double() - want).abs().max().item()
+    assert err <= 2.0**-7 * want.abs().max().item(), f"swa-only decode: max_abs {err}"
+
+
+def _nan_cache(where: str):
+    swa, slots, _ = make_cache(2, 64, 60)
+    raw = swa.as_strided((2, 64 * 584), (swa.stride(0), 1))
+    s = int(slots[7])
+    block, pos = divmod(s, 64)
+    if where == "nope":
+        raw[block, pos * 576 + 100] = 0x7F      # the e4m3 NaN code
+    else:
+        raw[block, pos * 576 + 448 + 2 * 10 + 1] = 0x7F  # bf16 high byte 0x7F, low byte
+        raw[block, pos * 576 + 448 + 2 * 10] = 0xC0      # 0x7FC0 = NaN
+    return swa, slots
+
+
+@check
+def validate_raises_on_nan():
+    q = torch.randn(1, 16, 512, generator=gen).bfloat16()
+    for mode in ("1", "0"):  # the reference decode, and the Triton path selected
+        os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = mode
+        for where, text in (("nope", "K NoPE"), ("rope", "K RoPE")):
+            swa, slots = _nan_cache(where)
+            os.environ["VLLM_ROCM_SPARSE_MLA_VALIDATE"] = "1"
+            try:
+                decode(q, swa, [slots])
+            except RuntimeError as e:
+                assert text in str(e), f"validation raised for another reason: {e}"
+            else:
+                raise AssertionError(f"no error on a NaN in {where} with VALIDATE=1 (torch decode={mode})")
+            finally:
+                os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
+    # logits: a finite but huge query overflows the logits
+    os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "1"
+    os.environ["VLLM_ROCM_SPARSE_MLA_VALIDATE"] = "1"
+    try:
+        swa, slots, _ = make_cache(2, 64, 30)
+        qbig = torch.full((1, 16, 512), 3.0e38, dtype=torch.bfloat16)
+        try:
+            decode(qbig, swa, [slots])
+        except RuntimeError as e:
+            assert "logits" in str(e) or "probabilities" in str(e), str(e)
+        else:
+            raise AssertionError("no error on overflowing logits with VALIDATE=1")
+        out = decode(q, swa, [slots])  # clean cache: no error
+        assert torch.isfinite(out.float()).all()
+    finally:
+        os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
+
+
+@check
+def validate_off_costs_nothing():
+    os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
+    calls = {"check": 0, "ref": 0, "triton": 0}
+    orig_check, orig_ref = m._check_finite, m._rocm_sparse_attn_decode_torch
+
+    def spy_check(*a, **k):
+        calls["check"] += 1
+        return orig_check(*a, **k)
+
+    def spy_ref(*a, **k):
+        calls["ref"] += 1
+        return orig_ref(*a, **k)
+
+    def fake_triton(q, **k):
+        calls["triton"] += 1
+        return torch.zeros(q.shape, dtype=torch.bfloat16)
+
+    m._check_finite, m._rocm_sparse_attn_decode_torch = spy_check, spy_ref
+    orig_triton = m._rocm_sparse_attn_decode_triton
+    m._rocm_sparse_attn_decode_triton = fake_triton
+    try:
+        swa, slots = _nan_cache("nope")
+        q = torch.randn(1, 16, 512, generator=gen).bfloat16()
+        os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "1"
+        out = decode(q, swa, [slots])
+        assert not torch.isnan(out.float()).any(), "NaN reached the decode output"
+        assert calls["check"] == 0, f"finite checks ran with validation off ({calls['check']})"
+        os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "0"
+        decode(q, swa, [slots])
+        assert calls["triton"] == 1 and calls["ref"] == 1, calls  # reference ran only when selected
+    finally:
+        m._check_finite, m._rocm_sparse_attn_decode_torch = orig_check, orig_ref
+        m._rocm_sparse_attn_decode_triton = orig_triton
+
+
+report()

@@ -1,0 +1,40 @@
+"""vllm 1 (sparse MLA reader): the patched PyTorch reference decode vs the fp8_ds_mla oracle.
+
+Integration level: vllm.v1.attention.ops.rocm_aiter_mla_sparse imported from the vLLM 0.27.1 wheel
+with the patched files overlaid, on CPU. The check script: checks/sparse_mla_reader.py."""
+
+from _vllm_regress import assert_fails, assert_ok
+
+CHECK = "sparse_mla_reader"
+
+
+def test_reader_matches_oracle(vllm_check):
+    """Caches written by the oracle encoder (block stride > block): max_abs 0, NaN-free."""
+    assert_ok(vllm_check(CHECK), "reader_matches_oracle")
+
+
+def test_decode_matches_reference_attention(vllm_check):
+    """rocm_sparse_attn_decode with the torch decode (SWA + compressed caches, ragged and dense
+    indices, sink) vs float64 attention over the oracle's dequantized K."""
+    assert_ok(vllm_check(CHECK), "decode_matches_reference_attention")
+
+
+def test_validate_raises_on_nan(vllm_check):
+    """VLLM_ROCM_SPARSE_MLA_VALIDATE=1 raises on a NaN code in K NoPE/RoPE (torch and Triton path
+    selected) and on overflowing logits; a clean cache passes."""
+    assert_ok(vllm_check(CHECK), "validate_raises_on_nan")
+
+
+def test_validate_off_costs_nothing(vllm_check):
+    """Validation off: no finite checks run, the reference decode does not run in front of the
+    Triton path, and a NaN in the cache does not reach the output."""
+    assert_ok(vllm_check(CHECK), "validate_off_costs_nothing")
+
+
+def test_unpatched_tree_fails(vllm_check):
+    """The same check against the pristine 0.27.1 install: no reference decode, no validation."""
+    res = vllm_check(CHECK, patched=False)
+    assert_fails(res, "reader_matches_oracle", "dequantize_fp8_ds_mla_torch")
+    assert_fails(res, "decode_matches_reference_attention")
+    assert_fails(res, "validate_raises_on_nan")
+    assert_fails(res, "validate_off_costs_nothing")
