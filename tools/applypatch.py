@@ -101,7 +101,8 @@ def status(
         if matrix:
             from tools.cmd_e2e import render_matrix  # the harness owns the matrix
 
-            raise typer.Exit(render_matrix(proj.root, stacks, as_json=as_json, console=out))
+            print(render_matrix(proj.root, stacks, as_json=as_json))
+            raise typer.Exit(0)
         rows = api.status(proj, stacks, check_apply=check, progress=_progress(as_json))
     except Dsv4Error as e:
         _fail(e, as_json)
