@@ -85,13 +85,22 @@ DEEPGEMM_CMAKE = "cmake/external_projects/deepgemm.cmake"
 
 
 def vllm_deepgemm_pin(base_repo: Path, commit: str) -> tuple[str | None, str | None]:
-    """(repository, GIT_TAG) that vLLM's cmake builds DeepGEMM from, read from the base tree."""
+    """(repository, GIT_TAG) that vLLM's cmake builds DeepGEMM from, read from the base tree.
+
+    The values sit in cmake variables (`set(_DEEPGEMM_UPSTREAM_TAG "e21c…")`, then
+    `GIT_TAG "${_DEEPGEMM_UPSTREAM_TAG}"`), so simple `set()` assignments are substituted."""
     r = Git(base_repo).run("show", f"{commit}:{DEEPGEMM_CMAKE}", check=False)
     if r.rc != 0:
         return None, None
-    tag = re.search(r"GIT_TAG\s+([0-9a-fA-F]{7,40}|\S+)", r.out)
-    repo = re.search(r"GIT_REPOSITORY\s+(\S+)", r.out)
-    return (repo.group(1) if repo else None), (tag.group(1) if tag else None)
+    sets = dict(re.findall(r'set\(\s*(\w+)\s+"?([^")\s]+)"?\s*\)', r.out))
+
+    def value(key: str) -> str | None:
+        m = re.search(rf"{key}\s+\"?([^\"\s)]+)\"?", r.out)
+        if not m:
+            return None
+        return re.sub(r"\$\{(\w+)\}", lambda v: sets.get(v.group(1), v.group(0)), m.group(1))
+
+    return value("GIT_REPOSITORY"), value("GIT_TAG")
 
 
 def status(project: Project, stacks: list[str] | None = None, *, check_apply: bool = False,
