@@ -6,6 +6,7 @@ cli (tools/applypatch.py) -> api -> domain (config, stack, tree, exporter, lint,
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tempfile
@@ -232,3 +233,34 @@ def clean(project: Project, out: Path | None = None) -> Path:
     if d.exists():
         shutil.rmtree(d)
     return d
+
+
+# ---------------------------------------------------------------- recording verification levels
+def record_levels(project: Project, report: RegressReport, levels: list[str], hardware: str,
+                  *, out: Path | None = None, by: str = "dsv4-patch regress --record") -> list[Path]:
+    """Write one result file per (stack, level) for `status --matrix`, from a regress run.
+
+    A level is recorded as passed only when every patch of the stack passed its bound tests (a
+    patch whose tests all skipped has not passed anything) and, for `apply`, when the tree exports
+    byte-identical to the patch files. Anything else is recorded as failed, never left out."""
+    from .e2e.record import LEVELS, make_result, write_result
+
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad:
+        raise UsageError(f"unknown level {bad[0]!r}", hint=f"use {', '.join(LEVELS)}")
+    written = []
+    for stack in sorted({r.stack for r in report.results}):
+        cfg = project.stack(stack)
+        rows = [r for r in report.results if r.stack == stack]
+        tests_ok = all(r.outcome == "passed" for r in rows)
+        for level in levels:
+            ok, evidence = tests_ok, {"patches": {r.patch: r.outcome for r in rows},
+                                      "pytest_rc": report.pytest_rc, "seconds": round(report.seconds, 1)}
+            if level == "apply":
+                exp = export(project, stack, out=out, check=True)
+                ok, evidence = not exp.stale, {"export_stale": exp.stale, "applied_patches": len(rows)}
+            state = (out_dir(project, out) / stack / ".git" / "dsv4" / "state.json")
+            base = json.loads(state.read_text())["base"] if state.exists() else ""
+            data = make_result(stack, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by)
+            written.append(write_result(cfg.patch_dir, data))
+    return written

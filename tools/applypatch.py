@@ -277,6 +277,8 @@ def regress(
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
     pytest_args: str = typer.Option("", "--pytest-args", help="Extra pytest arguments, e.g. \"-x -k mla\"."),
+    record: str = typer.Option("", "--record", help="Record levels for `status --matrix`, e.g. apply,integration."),
+    hardware: str = typer.Option("cpu", "--hardware", help="Where this run happened (with --record)."),
 ):
     """Run the regression tests bound to each patch (Regression-Test:) against the patched trees.
 
@@ -287,13 +289,17 @@ def regress(
       dsv4-patch regress vllm
       dsv4-patch regress deepgemm -m sm100   # on a B200
       dsv4-patch regress sglang --bisect
+      dsv4-patch regress vllm --record apply,integration --hardware cpu   # then commit patches/vllm/results
     """
     try:
         proj = _project(project)
         rep = api.regress(proj, stacks, out=out_dir, bisect=bisect, marker=marker,
                           pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json))
+        recorded = api.record_levels(proj, rep, record.split(","), hardware, out=out_dir) if record else []
     except Dsv4Error as e:
         _fail(e, as_json)
+    for path in recorded:
+        err.print(f"recorded {path}", highlight=False)
     if not _emit(rep.to_dict(), as_json):
         t = Table(title=f"regress ({rep.seconds:.1f} s)")
         for col in ("stack", "patch", "outcome", "tests"):

@@ -146,3 +146,22 @@ mirror_env = "FAR_MIRROR"
     cli(env, "apply", "--strict", check=1)
     p = cli(env, "apply", "far", check=1)
     assert "far: error:" in p.stderr
+
+
+def test_regress_record_writes_levels_the_matrix_shows(env):
+    two_patches(env)
+    p = cli(env, "regress", "--record", "apply,integration", "--hardware", "cpu", check=0)
+    files = sorted((env.root / "patches/demo/results").glob("*.json"))
+    assert len(files) == 2 and "recorded" in p.stderr
+    data = [json.loads(f.read_text()) for f in files]
+    assert {d["level"] for d in data} == {"apply", "integration"} and all(d["status"] == "passed" for d in data)
+    matrix = json.loads(cli(env, "status", "--matrix", "--json", check=0).stdout)
+    levels = matrix[0]["patches"][0]["levels"]
+    assert levels["integration"][0]["status"] == "passed" and levels["apply"][0]["hardware"] == "cpu"
+
+
+def test_regress_record_marks_a_failing_stack_failed(env):
+    two_patches(env, second_breaks=True)
+    cli(env, "regress", "--record", "integration", check=1)
+    (f,) = (env.root / "patches/demo/results").glob("*.json")
+    assert json.loads(f.read_text())["status"] == "failed"
