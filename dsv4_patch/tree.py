@@ -158,7 +158,7 @@ def _failure_details(g: Git, patch: PatchFile, am_log: str) -> PatchFailure:
     return PatchFailure(patch.name, kind, msg, sorted(files), hunks)
 
 
-def _am(g: Git, staging: Path, stack: LoadedStack, patches: list[PatchFile], threeway: bool) -> tuple[int, str]:
+def _am(g: Git, staging: Path, patches: list[PatchFile], threeway: bool) -> tuple[int, str]:
     feed = staging / ".git" / "dsv4" / "patches"
     feed.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -223,9 +223,10 @@ def build_tree(
         g.run("update-ref", BASE_REF, base.commit)
         if patches:
             say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
-            rc, log = _am(g, staging, loaded, patches, threeway)
+            rc, log = _am(g, staging, patches, threeway)
             if rc != 0:
-                idx = int((staging / ".git" / "rebase-apply" / "next").read_text()) - 1 if (staging / ".git" / "rebase-apply" / "next").exists() else 0
+                nxt = staging / ".git" / "rebase-apply" / "next"  # git am's 1-based index of the failing patch
+                idx = int(nxt.read_text()) - 1 if nxt.exists() else 0
                 failure = _failure_details(g, patches[idx], log)
                 failure.failed_tree = str(outdir.keep_failed(name, staging))
                 raise ConflictError(failure.message, report=failure,
