@@ -1,0 +1,84 @@
+"""Float64/numpy oracle of the o FP8 QDQ, written from SPEC section 3's arithmetic.
+
+For each block of `block` values along each group's row of o [T, G, D]:
+
+    amax = max(max |x| (fp32), float32(1e-4))
+    r    = float32(amax * float32(1/448))          # one fp32 multiply, round to nearest even
+    e    = (exponent bits of r) - 127, +1 if r's mantissa bits are non-zero
+    s    = 2^e
+    q    = e4m3_round(clamp(x / s, -448, 448))     # RNE onto the e4m3 grid, signed zero kept
+    o    = bf16(q * s)                               # RNE to bf16
+
+Everything except the one fp32 product is done exactly in float64 (x / s and q * s are exact:
+s is a power of two). The e4m3 rounding is kernels/codecs.py's `e4m3_round`; the bf16 rounding is
+done here on the float64 bits. No torch, no Triton.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.codecs import e4m3_round
+
+FP8_MAX = 448.0
+FP8_MAX_INV_F32 = np.float32(1.0 / 448.0)
+AMAX_FLOOR_F32 = np.float32(1e-4)
+
+
+def bf16_bits_to_f64(bits: np.ndarray) -> np.ndarray:
+    """uint16 bf16 bit patterns -> float64 (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def f64_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float64 -> uint16 bf16 bits, round to nearest even (via an exact float32 when possible).
+
+    Values here are q * s with q on the e4m3 grid (4 significant bits) and s a power of two, so the
+    float32 step is exact and only the float32 -> bf16 step can round; it is done on the bits.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    f32 = x.astype(np.float32)
+    if not np.array_equal(f32.astype(np.float64), x, equal_nan=True):
+        raise ValueError("value not exactly representable in float32; oracle assumption broken")
+    b = f32.view(np.uint32).astype(np.uint64)
+    nan = np.isnan(f32)
+    rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+    out = np.where(nan, (b >> 16) | 0x40, rounded).astype(np.uint16)
+    return out
+
+
+def ceil_log2_f32_bits(r: np.ndarray) -> np.ndarray:
+    """ceil(log2(r)) for positive normal float32 r, read from the bits as SPEC section 3 states."""
+    r = np.asarray(r, dtype=np.float32)
+    bits = r.view(np.uint32)
+    e = ((bits >> 23) & 0xFF).astype(np.int64) - 127
+    return e + ((bits & 0x7FFFFF) != 0).astype(np.int64)
+
+
+def block_scales(x: np.ndarray, block: int) -> np.ndarray:
+    """x float64 [..., D] -> float64 scales s [..., D // block]."""
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // block, block)
+    amax = np.abs(xb).max(axis=-1).astype(np.float32)  # bf16 values: exact in fp32
+    amax = np.maximum(amax, AMAX_FLOOR_F32)
+    r = (amax * FP8_MAX_INV_F32).astype(np.float32)  # one fp32 multiply (numpy: IEEE RNE)
+    return np.ldexp(1.0, ceil_log2_f32_bits(r))
+
+
+def o_fp8_qdq_oracle(o_bits: np.ndarray, block: int = 32) -> np.ndarray:
+    """o as uint16 bf16 bits [T, G, D] -> QDQ'd o as uint16 bf16 bits (same shape)."""
+    o_bits = np.asarray(o_bits, dtype=np.uint16)
+    T, G, D = o_bits.shape
+    if D % block:
+        raise ValueError(f"D={D} is not a multiple of block={block}")
+    x = bf16_bits_to_f64(o_bits)
+    s = block_scales(x, block)
+    xb = x.reshape(T, G, D // block, block)
+    y = np.clip(xb / s[..., None], -FP8_MAX, FP8_MAX)  # exact: s is a power of two
+    q = e4m3_round(y, saturate=True)
+    out = (q * s[..., None]).reshape(T, G, D)
+    return f64_to_bf16_bits(out)
+
+
+def o_fp8_qdq_oracle_f64(o_bits: np.ndarray, block: int = 32) -> np.ndarray:
+    """Same, returned as float64 values."""
+    return bf16_bits_to_f64(o_fp8_qdq_oracle(o_bits, block))

@@ -1,0 +1,180 @@
+"""In-place FP8 (e4m3) quantize-dequantize of the DeepSeek-V4 attention output.
+
+DeepSeek-V4.1-Flash-1017's reference rounds the attention output ``o`` to FP8
+and back before the ``wo_a`` einsum (``act_quant(o, 32, "ue8m0", ...,
+inplace=True)``). Per block of ``block`` values along each group's row:
+
+    amax = max(max(|x|) in fp32, 1e-4)
+    s    = 2 ** ceil_log2(amax * fp8_max_inv)   # fp8_max_inv = float32(1 / 448),
+                                                # ceil_log2 read from the fp32 bits
+    o    = bf16(e4m3_rne(clamp(x / s, -448, 448)) * s)
+
+The hardware e4m3 conversion is used on sm89 and newer; elsewhere (or when
+``emulate`` is set) the same rounding is done in fp32: round half to even onto
+the e4m3 grid, signed zero kept. Non-CUDA tensors take an eager PyTorch path
+with the same arithmetic. Only torch and triton are imported here.
+"""
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+FP8_E4M3_MAX = tl.constexpr(448.0)
+# float32(1 / 448) and float32(1e-4), as bits, so every path uses the same values.
+_FP8_MAX_INV_BITS = tl.constexpr(0x3B124925)
+_AMAX_FLOOR_BITS = tl.constexpr(0x38D1B717)
+
+
+@triton.jit
+def _e4m3_rne_fp32(y):
+    # y: fp32, |y| <= 448. Round half to even onto the e4m3 grid in fp32:
+    # quantum 2^(e - 3) for normals (e >= -6), 2^-9 for subnormals.
+    bits = y.to(tl.uint32, bitcast=True)
+    sign = bits & 0x80000000
+    mag_bits = bits & 0x7FFFFFFF
+    e = (mag_bits >> 23).to(tl.int32) - 127
+    e = tl.maximum(e, -6)
+    quantum = ((e - 3 + 127) << 23).to(tl.float32, bitcast=True)
+    inv_quantum = ((127 - (e - 3)) << 23).to(tl.float32, bitcast=True)
+    a = mag_bits.to(tl.float32, bitcast=True) * inv_quantum  # exact, in [0, 16)
+    f = tl.floor(a)
+    frac = a - f
+    odd = (f.to(tl.int32) & 1) == 1
+    up = (frac > 0.5) | ((frac == 0.5) & odd)
+    k = tl.where(up, f + 1.0, f)
+    r = (k * quantum).to(tl.uint32, bitcast=True)
+    return (r | sign).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _o_fp8_qdq_kernel(
+    o_ptr,
+    G,
+    D,
+    stride_t,
+    stride_g,
+    BLOCK: tl.constexpr,
+    CHUNK: tl.constexpr,
+    HW_FP8: tl.constexpr,
+):
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    t = row // G
+    g = row - t * G
+    base = t.to(tl.int64) * stride_t + g.to(tl.int64) * stride_g
+    NB: tl.constexpr = CHUNK // BLOCK
+    cols = chunk * CHUNK + tl.arange(0, NB)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+    mask = cols < D
+    ptrs = o_ptr + base + cols
+    x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+
+    amax = tl.max(tl.abs(x), axis=1)
+    amax = tl.maximum(amax, tl.full([NB], _AMAX_FLOOR_BITS, tl.uint32).to(tl.float32, bitcast=True))
+    r = amax * tl.full([NB], _FP8_MAX_INV_BITS, tl.uint32).to(tl.float32, bitcast=True)
+    rb = r.to(tl.uint32, bitcast=True)
+    e = ((rb >> 23) & 0xFF).to(tl.int32) - 127 + ((rb & 0x7FFFFF) != 0).to(tl.int32)
+    s = ((e + 127) << 23).to(tl.float32, bitcast=True)
+    inv_s = ((127 - e) << 23).to(tl.float32, bitcast=True)
+
+    y = x * inv_s[:, None]  # x / s, exact: s is a power of two
+    y = tl.minimum(tl.maximum(y, -FP8_E4M3_MAX), FP8_E4M3_MAX)
+    if HW_FP8:
+        q = y.to(tl.float8e4nv).to(tl.float32)
+    else:
+        q = _e4m3_rne_fp32(y)
+    tl.store(ptrs, (q * s[:, None]).to(o_ptr.dtype.element_ty), mask=mask)
+
+
+@functools.lru_cache(maxsize=None)
+def _hw_fp8_supported(device_index: int) -> bool:
+    if torch.version.hip is not None or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    return torch.cuda.get_device_capability(device_index) >= (8, 9)
+
+
+def _pick_chunk(rows: int, D: int, block: int) -> int:
+    # Large T: 4096 values a program (measured best on an H200); small T: more,
+    # smaller programs so a few rows still spread over the SMs.
+    chunk = min(triton.next_power_of_2(D), 4096 if rows >= 2048 else 1024)
+    return max(chunk, triton.next_power_of_2(block))
+
+
+def _ceil_log2_fp32_bits(r: torch.Tensor) -> torch.Tensor:
+    rb = r.view(torch.int32)
+    return ((rb >> 23) & 0xFF) - 127 + ((rb & 0x7FFFFF) != 0).to(torch.int32)
+
+
+def _e4m3_rne_fp32_torch(y: torch.Tensor) -> torch.Tensor:
+    bits = y.view(torch.int32)
+    sign = bits & -0x80000000
+    mag_bits = bits & 0x7FFFFFFF
+    e = torch.clamp((mag_bits >> 23) - 127, min=-6)
+    quantum = ((e - 3 + 127) << 23).view(torch.float32)
+    inv_quantum = ((127 - (e - 3)) << 23).view(torch.float32)
+    a = mag_bits.view(torch.float32) * inv_quantum
+    f = torch.floor(a)
+    frac = a - f
+    up = (frac > 0.5) | ((frac == 0.5) & ((f.to(torch.int32) & 1) == 1))
+    k = torch.where(up, f + 1.0, f)
+    return ((k * quantum).view(torch.int32) | sign).view(torch.float32)
+
+
+def _o_fp8_qdq_torch_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tensor:
+    T, G, D = o.shape
+    x = o.float().reshape(T, G, D // block, block)
+    amax = torch.clamp(
+        x.abs().amax(dim=-1, keepdim=True),
+        min=torch.tensor(_AMAX_FLOOR_BITS.value, dtype=torch.int32).view(torch.float32).item(),
+    )
+    fp8_max_inv = torch.tensor(_FP8_MAX_INV_BITS.value, dtype=torch.int32).view(torch.float32)
+    e = _ceil_log2_fp32_bits(amax * fp8_max_inv.to(amax.device))
+    s = ((e + 127) << 23).view(torch.float32)
+    inv_s = ((127 - e) << 23).view(torch.float32)
+    y = torch.clamp(x * inv_s, -FP8_E4M3_MAX.value, FP8_E4M3_MAX.value)
+    if emulate:
+        q = _e4m3_rne_fp32_torch(y)
+    else:
+        q = y.to(torch.float8_e4m3fn).float()
+    o.copy_((q * s).reshape(T, G, D))
+    return o
+
+
+def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch.Tensor:
+    """Round ``o`` [T, G, D] (bf16/fp16/fp32, last dim contiguous) to FP8 e4m3
+    in blocks of ``block`` values along D, and back, in place. Returns ``o``.
+
+    ``emulate`` forces the fp32 emulation of the e4m3 rounding instead of the
+    hardware conversion (which is used on CUDA sm89+ only).
+    """
+    assert o.dim() == 3, f"o must be [T, G, D], got {tuple(o.shape)}"
+    T, G, D = o.shape
+    assert block > 0 and D % block == 0, f"D={D} is not a multiple of block={block}"
+    if o.numel() == 0:
+        return o
+    assert o.stride(2) == 1, "o's last dim must be contiguous"
+    if not (o.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
+        return _o_fp8_qdq_torch_(o, block, emulate)
+    hw = (
+        (not emulate)
+        and o.is_cuda
+        and _hw_fp8_supported(
+            o.device.index if o.device.index is not None else torch.cuda.current_device()
+        )
+    )
+    chunk = _pick_chunk(T * G, D, block)
+    grid = (T * G, triton.cdiv(D, chunk))
+    _o_fp8_qdq_kernel[grid](
+        o,
+        G,
+        D,
+        o.stride(0),
+        o.stride(1),
+        BLOCK=block,
+        CHUNK=chunk,
+        HW_FP8=hw,
+        num_warps=4,
+    )
+    return o

@@ -1,0 +1,130 @@
+"""Fixtures for the SGLang regression tests (integration level, SPEC section 4).
+
+SGLang 0.5.23 cannot be pip-installed with its dependencies on a CPU machine (it pins torch 2.14.1
+CUDA builds, flashinfer, sgl-kernel, flash-attn-4, tilelang, ...). The tests therefore import the
+real modules straight from the tree (`dsv4_tree("sglang")`: the pinned wheel's files, which include
+its compiled rust extensions, plus the stack's patches; `patched=False`: the pin), with:
+- the pure-Python / CPU-wheel dependencies that the deepseek_v4 import chain needs, installed once
+  with `pip install --no-deps --target` from requirements-cpu.txt into a cache outside the repo
+  (DSV4_VENV_CACHE, default ~/.cache/dsv4-patch/venvs; or an existing dir in DSV4_SGLANG_CPU_DEPS);
+- torch, numpy and triton from the test venv;
+- `flash_attn` and `torchvision` stubbed (see _o_fp8_qdq_probe.py).
+
+Each probe runs in its own interpreter (the switches are read when deepseek_v4 is imported), with
+the tree's python/ first on PYTHONPATH and byte-code kept out of the tree (PYTHONPYCACHEPREFIX).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REQS = HERE / "requirements-cpu.txt"
+PROBE = HERE / "_o_fp8_qdq_probe.py"
+
+
+def _cache_root() -> Path:
+    env = os.environ.get("DSV4_VENV_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "dsv4-patch" / "venvs"
+
+
+@pytest.fixture(scope="session")
+def sglang_cpu_deps() -> Path:
+    env = os.environ.get("DSV4_SGLANG_CPU_DEPS")
+    if env:
+        return Path(env)
+    key = hashlib.sha256(REQS.read_bytes()).hexdigest()[:12]
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    target = _cache_root() / f"sglang-0.5.23-cpu-deps-{tag}-{key}"
+    stamp = target / ".complete"
+    if stamp.exists():
+        return target
+    _cache_root().mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=_cache_root()))
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "--no-deps", "--target", str(tmp), "-r", str(REQS)],
+                       capture_output=True, text=True, timeout=1200)
+    if p.returncode != 0:
+        pytest.skip(f"could not install SGLang's CPU import dependencies ({REQS.name}): "
+                    f"{(p.stderr.strip().splitlines() or ['pip failed'])[-1]}")
+    (tmp / ".complete").write_text("ok\n")
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another session got there first
+        pass
+    return target
+
+
+def probe_env(tree: Path, deps: Path, switches: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SGLANG_", "TRITON_")) and k != "PYTHONPATH"}
+    env.update({
+        "PYTHONPATH": os.pathsep.join([str(tree / "python"), str(deps)]),
+        "PYTHONPYCACHEPREFIX": str(_cache_root() / "pycache"),
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONWARNINGS": "ignore",
+    })
+    env.update(switches)
+    return env
+
+
+@pytest.fixture(scope="session")
+def sglang_probe(dsv4_tree, sglang_cpu_deps, tmp_path_factory):
+    """probe(patched, block, emulate) -> dict of arrays from _o_fp8_qdq_probe.py. The first call
+    starts every configuration the tests use at once (they are CPU-bound imports; two at a time)."""
+    configs = [(True, 32, False), (True, 32, True), (True, 0, False), (False, 32, False)]
+    out_dir = tmp_path_factory.mktemp("sglang_probe")
+    results: dict[tuple, dict] = {}
+    started: dict[tuple, tuple] = {}
+
+    def start(cfg):
+        patched, block, emulate = cfg
+        tree = dsv4_tree("sglang", patched=patched)
+        out = out_dir / f"{'patched' if patched else 'base'}-{block}-{int(emulate)}.npz"
+        switches = {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": str(block),
+                    "SGLANG_DSV4_O_FP8_QDQ_EMULATE": "1" if emulate else "0",
+                    "PROBE_SEED": str(int.from_bytes(os.urandom(4), "little") % 2**31)}
+        log = open(out.with_suffix(".log"), "w")
+        proc = subprocess.Popen([sys.executable, str(PROBE), str(out)],
+                                env=probe_env(tree, sglang_cpu_deps, switches),
+                                stdout=log, stderr=subprocess.STDOUT)
+        started[cfg] = (proc, out, log)
+
+    def finish(cfg):
+        proc, out, log = started.pop(cfg)
+        proc.wait(timeout=900)
+        log.close()
+        if proc.returncode != 0:
+            text = out.with_suffix(".log").read_text()[-4000:]
+            pytest.fail(f"probe {cfg} failed (rc {proc.returncode}):\n{text}")
+        results[cfg] = dict(np.load(out))
+
+    def top_up():
+        for c in configs:
+            if len(started) >= 2:
+                break
+            if c not in results and c not in started:
+                start(c)
+
+    def get(patched: bool, block: int = 32, emulate: bool = False) -> dict:
+        cfg = (patched, block, emulate)
+        if cfg not in results and cfg not in started:
+            start(cfg)
+        top_up()
+        while cfg not in results:
+            finish(next(iter(started)))  # oldest first
+            top_up()
+        return results[cfg]
+
+    yield get
+    for proc, _, log in started.values():
+        proc.kill()
+        log.close()

@@ -1,0 +1,151 @@
+"""Regression tests of patches/sglang/add-opt-in-o-fp8-qdq-before-wo-a.patch (SPEC section 3).
+
+What runs (integration level, CPU): the real `MQALayer.forward` (deepseek_v4.py) and
+`DSparkAttention.forward` (deepseek_v4_dspark.py) of the patched tree, with the tree's environ.py
+reading the switches at import, and the patch's new o_fp8_qdq.py. Each forward runs unbound on a
+stand-in `self` (small shapes: T=5 tokens, 8 heads x 128, 2 groups of D=512, RoPE dim 64) with a
+stand-in attention backend that returns a fixed o, and wo_a = identity per group, so what reaches
+wo_b is exactly the o that reached wo_a. Real on the path: the forward bodies, the real
+`_kernel_num_heads` / `_local_attn_sink`, `_apply_wo_a_bf16_matmul` (its CPU einsum), DSpark's torch
+inverse RoPE, the QDQ module. Stood in: attention backend, q/kv projections, wo_b, pool, and
+MQALayer's CUDA-only fused_rope_inplace (the same inverse RoPE in torch). Details:
+_o_fp8_qdq_probe.py. The expected values come from the float64 oracle (kernels/o_fp8_qdq/naive.py),
+never from the code under test.
+
+Each check is also run against the pinned, unpatched tree, where it must fail (the switch has no
+effect there): that is what makes these regression tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, o_fp8_qdq_oracle
+
+ROOT = Path(__file__).resolve().parents[3]
+NEW_FILE = "python/sglang/srt/models/deepseek_common/o_fp8_qdq.py"
+G = 2  # groups in the probe
+
+
+def _groups(o_bits: np.ndarray) -> np.ndarray:
+    """[T, H, hd] bits -> [T, G, H*hd/G] float64, the layout wo_a sees."""
+    T = o_bits.shape[0]
+    return bf16_bits_to_f64(o_bits).reshape(T, G, -1)
+
+
+def _expected(res: dict) -> np.ndarray:
+    T = res["o_roped"].shape[0]
+    return bf16_bits_to_f64(o_fp8_qdq_oracle(res["o_roped"].reshape(T, G, -1), 32))
+
+
+def _assert_equal_values(got_bits: np.ndarray, want: np.ndarray, what: str) -> None:
+    # Compared as values: the identity einsum turns -0 into +0 (x*1 + 0*y); signed zero is checked
+    # at the kernel level (tests/kernels/test_o_fp8_qdq.py).
+    got = bf16_bits_to_f64(got_bits).reshape(want.shape)
+    bad = got != want
+    assert not bad.any(), (f"{what}: {int(bad.sum())} of {bad.size} values differ from the oracle; "
+                           f"first at {tuple(np.argwhere(bad)[0])}: got {got[bad][0]!r}, want {want[bad][0]!r}")
+
+
+def check_mqa(res: dict) -> None:
+    """With the switch at 32: MQALayer hands wo_a the oracle's QDQ of the inverse-RoPE'd o, also
+    when the fused RoPE+wo_a kernel is eligible (it must be skipped then)."""
+    want = _expected(res)
+    assert not np.array_equal(want, _groups(res["o_roped"])), "test input: QDQ must change o"
+    _assert_equal_values(res["mqa"], want, "MQALayer.forward, wo_a input")
+    assert int(res["mqa_fused_fused_calls"]) == 0, "fused RoPE+wo_a ran although the QDQ is on"
+    _assert_equal_values(res["mqa_fused"], want, "MQALayer.forward (fused path eligible), wo_a input")
+
+
+def check_dspark(res: dict) -> None:
+    """With the switch at 32: DSparkAttention hands wo_a the oracle's QDQ of the inverse-RoPE'd o."""
+    _assert_equal_values(res["dspark"], _expected(res), "DSparkAttention.forward, wo_a input")
+
+
+# ------------------------------------------------------------------------------------ patched
+
+
+def test_mqa_layer_rounds_o_before_wo_a(sglang_probe):
+    check_mqa(sglang_probe(True, 32, False))
+
+
+def test_dspark_attention_rounds_o_before_wo_a(sglang_probe):
+    check_dspark(sglang_probe(True, 32, False))
+
+
+def test_emulate_switch_rounds_the_same(sglang_probe):
+    """SGLANG_DSV4_O_FP8_QDQ_EMULATE=1 reaches the QDQ and gives the same bits (on CPU both take the
+    eager path; the hardware/emulated Triton pair is compared on the GPU in tests/kernels)."""
+    res = sglang_probe(True, 32, True)
+    check_mqa(res)
+    check_dspark(res)
+
+
+def test_switch_off_leaves_o_untouched(sglang_probe):
+    """Default (0 = off): wo_a gets the unrounded o and the fused RoPE+wo_a path stays in use."""
+    res = sglang_probe(True, 0, False)
+    roped = _groups(res["o_roped"])
+    _assert_equal_values(res["mqa"], roped, "MQALayer.forward with the switch off")
+    _assert_equal_values(res["dspark"], roped, "DSparkAttention.forward with the switch off")
+    assert int(res["mqa_fused_fused_calls"]) == 1
+    _assert_equal_values(res["mqa_fused"], roped, "MQALayer.forward fused path, switch off")
+
+
+def _load_new_file(tree: Path):
+    path = tree / NEW_FILE
+    if not path.is_file():
+        raise AssertionError(f"{NEW_FILE} is not in {tree}")
+    spec = importlib.util.spec_from_file_location(f"_o_fp8_qdq_from_{tree.name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def check_new_file(tree: Path) -> None:
+    mod = _load_new_file(tree)
+    assert (tree / NEW_FILE).read_bytes() == (ROOT / "kernels/o_fp8_qdq/sglang_o_fp8_qdq.py").read_bytes()
+    gen = torch.Generator().manual_seed(int.from_bytes(np.random.bytes(4), "little"))
+    for T in (1, 3, 37):
+        o = torch.randn(T, 8, 4096, generator=gen)
+        o = o * torch.exp2(torch.randint(-30, 31, (T, 8, 128, 1), generator=gen).float()).repeat_interleave(
+            32, -1).reshape(T, 8, 4096)
+        o[0, 0, :32] = 0
+        o[0, 1, :32] *= 1e-9
+        o[0, 2, 7] = 448 * 2.0**9
+        o = o.to(torch.bfloat16)
+        want = o_fp8_qdq_oracle(o.view(torch.int16).numpy().view(np.uint16), 32)
+        for emulate in (False, True):
+            x = o.clone()
+            mod.o_fp8_qdq_(x, 32, emulate=emulate)
+            got = x.view(torch.int16).numpy().view(np.uint16)
+            assert np.array_equal(got, want), f"T={T} emulate={emulate}: {int((got != want).sum())} differ"
+
+
+def test_patched_module_matches_oracle(dsv4_tree):
+    """The patched tree's new o_fp8_qdq.py (its eager CPU path) is bit-exact with the oracle at
+    T = 1, 3, 37 (Flash shape, 8 x 4096) and byte-equal to kernels/o_fp8_qdq/sglang_o_fp8_qdq.py."""
+    check_new_file(dsv4_tree("sglang"))
+
+
+# ---------------------------------------------------------------------- unpatched companions
+
+
+def test_unpatched_tree_fails(dsv4_tree, sglang_probe):
+    """The same checks against the pinned tree must fail: there the switch is unknown, o reaches
+    wo_a unrounded, and the QDQ module does not exist."""
+    res = sglang_probe(False, 32, False)
+    assert not bool(res["has_switch"])
+    with pytest.raises(AssertionError):
+        check_mqa(res)
+    with pytest.raises(AssertionError):
+        check_dspark(res)
+    roped = _groups(res["o_roped"])
+    _assert_equal_values(res["mqa"], roped, "unpatched MQALayer")  # untouched, not rounded
+    _assert_equal_values(res["dspark"], roped, "unpatched DSparkAttention")
+    with pytest.raises(AssertionError):
+        check_new_file(dsv4_tree("sglang", patched=False))
