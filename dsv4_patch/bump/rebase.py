@@ -1,0 +1,319 @@
+"""`bump STACK REF`: rebase the stack from its pin onto REF, one verdict per patch.
+
+    OUT/<stack>.bump                 the rebased tree (refs/dsv4/base = REF, one commit per patch
+                                     that applied); `dsv4-patch export` conventions hold there
+    OUT/<stack>.bump-conflicts/NN-x  one tree per blocking patch, left mid-`git am --3way` with
+                                     conflict markers: resolve there, then --record-resolution
+    OUT/<stack>.bump-report.{md,json}
+
+Nothing in patches/ or stacks.toml changes unless every patch found a place (or an upstreamed
+patch is dropped with --drop-upstreamed): then the patch files are re-exported from the rebased
+tree (new context, same change) and the pin moves to REF; with `into`, the refreshed files go
+to that folder instead and the pin is left alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import Project, StackConfig, load_project
+from ..errors import EXIT_CONFLICT, EXIT_OK, Dsv4Error, UsageError
+from ..exporter import export_stack, render_patches, strip_trailer
+from ..gitcmd import Git
+from ..outdir import OutDir
+from ..patchfile import PatchFile, parse_patch_bytes
+from ..pinning import set_keys
+from ..regress import bound_tests, run_pytest, summarize, tree_env
+from ..series import render_series, series_header
+from ..sources import Cache, Progress, materialize
+from ..sources.base import say
+from ..stack import load_stack
+from ..tree import BASE_REF, build_tree, with_trailer
+from . import resolutions, targets
+from .classify import Index, Outcome, classify, touched
+from .repo import add_alternates, scratch
+
+CONFLICT_META = Path("dsv4") / "conflict.json"
+
+
+@dataclass
+class BumpOptions:
+    stop_on_conflict: bool = False
+    regress: bool = True
+    into: Path | None = None  # write refreshed patches here; patches/<stack> and the pin stay
+    drop_upstreamed: bool = False
+    source: str | None = None
+    out: Path | None = None
+
+
+@dataclass
+class BumpReport:
+    stack: str
+    old: dict  # {"label", "commit", "source"}
+    new: dict
+    outcomes: list[Outcome]
+    tree: str
+    status: str = "ok"  # ok | conflicts | upstreamed
+    refreshed: list[str] = field(default_factory=list)
+    written_to: str | None = None
+    pin: dict = field(default_factory=dict)
+    range_diff: str = ""
+    regress: dict | None = None
+    conflict_trees: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        if self.status != "ok":
+            return EXIT_CONFLICT
+        if self.regress and not self.regress.get("ok", False):
+            return 1
+        return EXIT_OK
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "outcomes"}
+        d["patches"] = [o.to_dict() for o in self.outcomes]
+        d["exit_code"] = self.exit_code
+        d["seconds"] = round(self.seconds, 2)
+        return d
+
+
+def _out(project: Project, out: Path | None) -> Path:
+    return Path(out) if out else project.root / "build"
+
+
+def _am(g: Git, raw: bytes, threeway: bool) -> bool:
+    """`git am` one mbox (keeping author, date, subject); on failure the tree is restored."""
+    args = ["am", "--keep-cr", "-k", "--no-signoff", "--quiet", "--whitespace=nowarn"] + (["--3way"] if threeway else [])
+    r = g.run(*args, check=False, stdin=raw)
+    if r.rc != 0:
+        g.run("am", "--abort", check=False)
+        return False
+    return True
+
+
+def _resolution_mbox(found: Path, patch: PatchFile) -> bytes:
+    stored = parse_patch_bytes(found.read_bytes(), patch.name)
+    return with_trailer(dataclasses.replace(stored, name=patch.name))
+
+
+def _rebase(g: Git, cfg: StackConfig, patches: list[PatchFile], opts: BumpOptions, progress: Progress):
+    idx = Index(g, g.path / ".git" / "dsv4-bump.index")
+    spare = Index(g, g.path / ".git" / "dsv4-bump-scratch.index")
+    outcomes, blocked = [], []
+    for i, p in enumerate(patches, 1):
+        if blocked and opts.stop_on_conflict:
+            outcomes.append(Outcome(p.name, "not-tried", note="stopped at an earlier conflict (--stop-on-conflict)"))
+            continue
+        head = g.rev("HEAD")
+        idx.load(head)
+        o = classify(idx, spare, p)
+        say(progress, f"{cfg.name}: {i}/{len(patches)} {p.name}: {o.status}")
+        if o.applied:
+            if not _am(g, with_trailer(p), threeway=o.status == "3way"):
+                o = dataclasses.replace(o, status="conflict", note="git apply placed it but git am did not")
+            elif g.rev("HEAD") == head:
+                o = dataclasses.replace(o, status="upstreamed", evidence="empty result: git am made no commit")
+        if o.blocking:
+            idx.load(head)
+            k = resolutions.key(p, idx.blobs(touched(p)))
+            found = resolutions.lookup(cfg, p.name, k)
+            if found and _am(g, _resolution_mbox(found, p), threeway=False):
+                o = dataclasses.replace(o, status="resolved", evidence=f"{o.status} resolved by "
+                                        f"{found.relative_to(cfg.patch_dir.parent.parent)}")
+            else:
+                blocked.append((p, head, k))
+        outcomes.append(o)
+    for ix in (idx, spare):
+        Path(ix.env["GIT_INDEX_FILE"]).unlink(missing_ok=True)
+    return outcomes, blocked
+
+
+def _conflict_trees(out: Path, cfg: StackConfig, tree: Path, blocked, label: str) -> dict[str, str]:
+    """One tree per blocking patch, left mid-`git am --3way` for a person to resolve."""
+    root = out / f"{cfg.name}.bump-conflicts"
+    shutil.rmtree(root, ignore_errors=True)
+    made = {}
+    names = [p.name for p, _, _ in blocked]
+    for n, (p, pre, k) in enumerate(blocked, 1):
+        d = root / f"{n:02d}-{p.name.removesuffix('.patch')}"
+        g = scratch(d, [tree / ".git"], bare=False)
+        g.run("checkout", "--quiet", "--detach", pre)
+        g.run("am", "--keep-cr", "-k", "--no-signoff", "--quiet", "--3way", check=False, stdin=with_trailer(p))
+        meta = d / ".git" / CONFLICT_META
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps({"stack": cfg.name, "patch": p.name, "pre": pre, "key": k, "target": label,
+                                    "skipped_before": names[:n - 1]}, indent=1))
+        made[p.name] = str(d)
+    return made
+
+
+def _old_stack(cfg: StackConfig, out: Path, old_base, cache: Cache, progress: Progress) -> Path | None:
+    try:
+        return build_tree(cfg, out, name=f"{cfg.name}.bump-old", cache=cache, base=old_base, force=True,
+                          progress=progress).tree
+    except Dsv4Error:
+        return None
+
+
+def _range_diff(tree: Path, old_base, old_tree: Path | None) -> str:
+    if old_tree is None:
+        return "(no range-diff: the stack does not apply at its own pin)"
+    g = Git(tree)
+    r = g.run("range-diff", "--no-color", f"{old_base.commit}..{Git(old_tree).rev('HEAD')}",
+              f"{BASE_REF}..HEAD", check=False)
+    return r.out if r.rc == 0 else f"(range-diff failed: {r.err.strip()})"
+
+
+def write_into(folder: Path, cfg: StackConfig, refreshed: list[tuple[str, bytes]]) -> None:
+    """The refreshed stack as a plain folder (patch files + series), e.g. patches/vllm/bumps/v0.33.0."""
+    folder.mkdir(parents=True, exist_ok=True)
+    keep = {n for n, _ in refreshed}
+    for old in folder.glob("*.patch"):
+        if old.name not in keep:
+            old.unlink()
+    for name, data in refreshed:
+        (folder / name).write_bytes(data)
+    (folder / "series").write_text(render_series([n for n, _ in refreshed], series_header(cfg.series_path)))
+
+
+def update_pin(project: Project, cfg: StackConfig, target: targets.Target) -> dict:
+    path = project.config_path
+    text = path.read_text()
+    if "source" in target.pin:
+        nth = [s for s in cfg.sources].index(target.spec)
+        text = set_keys(text, f"[[stacks.{cfg.name}.sources]]", target.pin["source"], nth=nth)
+    text = set_keys(text, f"[stacks.{cfg.name}]", target.pin["stack"])
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return target.pin
+
+
+def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, tree: Path, target, cache,
+             refreshed, progress) -> dict:
+    from .. import api
+
+    try:
+        if opts.into is None:  # the pin moved: the project itself describes the new tree
+            return api.regress(load_project(project.root), [cfg.name], out=opts.out, progress=progress).to_dict()
+        base = build_tree(cfg, out, name=f"{cfg.name}.bump-base", upto=0, base=target.base, cache=cache,
+                          force=True, progress=progress)
+        patches = [parse_patch_bytes(b, n) for n, b in refreshed]
+        nodes = bound_tests(patches)
+        if not nodes:
+            return {"ok": True, "patches": [], "note": "no Regression-Test ids"}
+        t0 = time.monotonic()
+        rc, outcomes = run_pytest(project.root, nodes, tree_env({cfg.name: (tree, base.tree)}))
+        res = summarize([(cfg.name, patches)], outcomes)
+        ok = all(r.outcome in ("passed", "skipped") for r in res)
+        return {"ok": ok, "pytest_rc": rc, "seconds": round(time.monotonic() - t0, 2),
+                "patches": [r.to_dict() for r in res]}
+    except Dsv4Error as e:
+        return {"ok": False, "error": e.one_line(), "patches": []}
+
+
+def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False, opts: BumpOptions | None = None,
+         cache: Cache | None = None, progress: Progress = None) -> BumpReport:
+    t0 = time.monotonic()
+    opts = opts or BumpOptions()
+    cache = cache or Cache.default()
+    cfg = project.stack(stack)
+    loaded = load_stack(cfg)
+    out = _out(project, opts.out)
+    outdir = OutDir(out)
+    old = materialize(cfg, cache, progress=progress)
+    # The old stack, applied at its pin: its commits feed the range-diff, and its objects hold
+    # the pre-image blobs of every patch after the first, which `--3way` needs.
+    old_tree = _old_stack(cfg, out, old, cache, progress)
+    with outdir.locked():
+        target = targets.resolve(cfg, ref, cache, latest=latest, source=opts.source, progress=progress)
+        say(progress, f"{stack}: {cfg.tag or cfg.commit[:12]} ({old.commit[:12]}) -> {target.label} ({target.base.commit[:12]})")
+        name = f"{stack}.bump"
+        staging = outdir.new_staging(name)
+        g = Git(staging)
+        g.run("clone", "--quiet", "--no-checkout", "--local", str(target.base.git_dir), ".")
+        g.run("remote", "remove", "origin", check=False)
+        add_alternates(staging / ".git", [old.git_dir] + ([old_tree / ".git"] if old_tree else []))
+        g.run("checkout", "--quiet", "-B", f"dsv4/{stack}", target.base.commit)
+        g.run("update-ref", BASE_REF, target.base.commit)
+        outcomes, blocked = _rebase(g, cfg, loaded.patches, opts, progress)
+        outdir.swap_in(name, staging)
+    tree = out / name
+    rep = BumpReport(stack, {"label": cfg.tag or cfg.commit, "commit": old.commit, "source": old.source},
+                     {"label": target.label, "commit": target.base.commit, "source": target.base.source},
+                     outcomes, str(tree))
+    rep.conflict_trees = _conflict_trees(out, cfg, tree, blocked, target.label)
+    rep.range_diff = _range_diff(tree, old, old_tree)
+    refreshed = render_patches(tree)
+    rep.refreshed = [n for n, _ in refreshed]
+    if blocked or any(o.status == "not-tried" for o in outcomes):
+        rep.status = "conflicts"
+    elif any(o.status == "upstreamed" for o in outcomes) and not opts.drop_upstreamed:
+        rep.status = "upstreamed"
+    if rep.status == "ok":
+        if opts.into is not None:
+            write_into(opts.into, cfg, refreshed)
+            rep.written_to = str(opts.into)
+        else:
+            export_stack(cfg, tree)
+            rep.written_to = str(cfg.patch_dir)
+            rep.pin = update_pin(project, cfg, target)
+        if opts.regress:
+            say(progress, f"{stack}: regression tests on {target.label}")
+            rep.regress = _regress(project, cfg, opts, out, tree, target, cache, refreshed, progress)
+    rep.seconds = time.monotonic() - t0
+    return rep
+
+
+def record_resolutions(project: Project, stack: str, *, out: Path | None = None) -> list[dict]:
+    """Store the resolution made in each conflict tree of the last bump (see module docstring).
+
+    A tree counts as resolved when no conflict marker is left in the files the patch touches;
+    its changes are staged and `git am --continue` makes the commit (or the person already did)."""
+    cfg = project.stack(stack)
+    root = _out(project, out) / f"{stack}.bump-conflicts"
+    if not root.is_dir():
+        raise UsageError(f"{root}: no conflict trees", hint=f"run `dsv4-patch bump {stack} REF` first")
+    loaded = {p.name: p for p in load_stack(cfg).patches}
+    results = []
+    for d in sorted(x for x in root.iterdir() if (x / ".git" / CONFLICT_META).is_file()):
+        meta = json.loads((d / ".git" / CONFLICT_META).read_text())
+        g = Git(d)
+        patch = loaded.get(meta["patch"])
+        if patch is None:
+            results.append({"patch": meta["patch"], "tree": str(d), "recorded": None,
+                            "why": "the patch is no longer in the series"})
+            continue
+        if (d / ".git" / "rebase-apply").exists():
+            marked = [p for p in touched(patch) if (d / p).is_file() and _has_markers(d / p)]
+            if marked:
+                results.append({"patch": patch.name, "tree": str(d), "recorded": None,
+                                "why": "conflict markers left in " + ", ".join(marked)})
+                continue
+            g.run("add", "-A")
+            r = g.run("am", "--continue", check=False)
+            if r.rc != 0:
+                results.append({"patch": patch.name, "tree": str(d), "recorded": None,
+                                "why": "git am --continue failed: " + (r.err or r.out).strip()[:300]})
+                continue
+        n = g.out("rev-list", "--count", f"{meta['pre']}..HEAD")
+        if n != "1":
+            results.append({"patch": patch.name, "tree": str(d), "recorded": None,
+                            "why": f"expected one resolved commit on top of the pre-image, found {n}"})
+            continue
+        data, _ = strip_trailer(g.format_patch(f"{meta['pre']}..HEAD"))
+        stored = resolutions.store(cfg, patch.name, meta["key"], data)
+        results.append({"patch": patch.name, "tree": str(d), "recorded": str(stored.relative_to(project.root)),
+                        "why": ""})
+    return results
+
+
+def _has_markers(path: Path) -> bool:
+    data = path.read_bytes()
+    return any(line.startswith((b"<<<<<<< ", b">>>>>>> ")) for line in data.split(b"\n"))

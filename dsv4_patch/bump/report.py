@@ -1,0 +1,126 @@
+"""Reports of a bump or a walk: markdown (PR body, docs), JSON, GitHub problem-matcher lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .classify import Outcome
+from .rebase import BumpReport
+from .walk import WalkReport
+
+DETAIL_LINES = 12
+
+
+def _detail(o: Outcome) -> str:
+    if o.status == "offset":
+        return "; ".join(o.offsets)
+    if o.status in ("3way", "conflict", "obsolete"):
+        return ", ".join(f"`{f}`" for f in o.files) + (f" ({o.note})" if o.note else "")
+    if o.status in ("upstreamed", "resolved"):
+        return o.evidence
+    return o.note
+
+
+def bump_markdown(rep: BumpReport) -> str:
+    lines = [f"# Bump {rep.stack}: {rep.old['label']} → {rep.new['label']}", "",
+             f"- old base: `{rep.old['commit'][:12]}` ({rep.old['source']})",
+             f"- new base: `{rep.new['commit'][:12]}` ({rep.new['source']})",
+             f"- result: **{rep.status}** (exit {rep.exit_code}); rebased tree `{rep.tree}`", ""]
+    lines += ["| # | patch | result | detail |", "| --- | --- | --- | --- |"]
+    for i, o in enumerate(rep.outcomes, 1):
+        lines.append(f"| {i} | `{o.patch}` | {o.status} | {_detail(o) or '-'} |")
+    blocking = [o for o in rep.outcomes if o.blocking]
+    if blocking:
+        lines += ["", "## Conflicts", ""]
+        for o in blocking:
+            lines.append(f"### `{o.patch}` ({o.status})")
+            if rep.conflict_trees.get(o.patch):
+                lines.append(f"Resolve in `{rep.conflict_trees[o.patch]}` (left mid-`git am --3way`), then "
+                             f"`dsv4-patch bump {rep.stack} {rep.new['label']} --record-resolution`.")
+            for h in o.hunks:
+                lines += ["", f"- `{h.file}` `{h.header}` (patch line {h.line}); upstream lines it expected:", "",
+                          "```", *h.expected[:DETAIL_LINES], *(["…"] if len(h.expected) > DETAIL_LINES else []), "```"]
+            lines.append("")
+    up = [o for o in rep.outcomes if o.status == "upstreamed"]
+    if up:
+        lines += ["", "## Proposed for removal (already upstream)", ""]
+        lines += [f"- `{o.patch}`: {o.evidence}" for o in up]
+        if rep.status == "upstreamed":
+            lines.append(f"\nNothing was written: rerun with `--drop-upstreamed` to drop them.")
+    if rep.written_to:
+        lines += ["", f"Refreshed patches written to `{rep.written_to}`: " + ", ".join(f"`{n}`" for n in rep.refreshed)]
+    if rep.pin:
+        lines.append("Pin moved: " + json.dumps(rep.pin))
+    lines += ["", "## Range-diff (old stack → new stack)", "", "```", rep.range_diff.rstrip() or "(empty)", "```"]
+    lines += ["", "## Regression", ""]
+    if rep.regress is None:
+        lines.append("not run" + (" (conflicts remain)" if rep.status != "ok" else " (--no-regress)"))
+    else:
+        lines.append(f"ok: **{rep.regress.get('ok')}**" + (f" — {rep.regress['error']}" if rep.regress.get("error") else ""))
+        lines += ["", "| patch | outcome | tests |", "| --- | --- | --- |"]
+        for p in rep.regress.get("patches", []):
+            tests = ", ".join(f"{k.rsplit('::', 1)[-1]}={v}" for k, v in p["tests"].items())
+            lines.append(f"| `{p['patch']}` | {p['outcome']} | {tests} |")
+    return "\n".join(lines) + "\n"
+
+
+def walk_markdown(rep: WalkReport) -> str:
+    lines = [f"# Walk {rep.stack} {rep.span}", "",
+             "| patch | " + " | ".join(s.label for s in rep.steps) + " | first stops |",
+             "| --- | " + " | ".join("---" for _ in rep.steps) + " | --- |"]
+    stops = rep.first_stop
+    for i, name in enumerate(rep.patches):
+        cells = [s.outcomes[i].status for s in rep.steps]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + f" | {stops[name] or 'never'} |")
+    lines += ["", f"{len(rep.steps)} steps in {rep.seconds:.1f} s", ""]
+    for s in rep.steps:
+        bad = [o for o in s.outcomes if o.status not in ("clean",)]
+        if not bad:
+            continue
+        lines.append(f"## {s.label} (`{s.commit[:12]}`)")
+        for o in bad:
+            lines.append(f"- `{o.patch}`: {o.status} — {_detail(o) or '-'}")
+            lines += [f"  - hunk `{h.header}` in `{h.file}` (patch line {h.line})" for h in o.hunks]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _esc_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _esc_prop(s: str) -> str:
+    return _esc_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, file: str, line: int, message: str) -> str:
+    """One GitHub Actions workflow command (`::error file=…,line=…::…`)."""
+    return f"::{level} file={_esc_prop(file)},line={max(1, line)}::{_esc_data(message)}"
+
+
+def annotations(outcomes: list[Outcome], patch_dir: str, where: str) -> list[str]:
+    """Problem-matcher lines pointing at the failing hunk headers of the patch files."""
+    out = []
+    for o in outcomes:
+        f = f"{patch_dir.rstrip('/')}/{o.patch}"
+        if o.status == "conflict":
+            for h in o.hunks or []:
+                out.append(annotation("error", f, h.line, f"{o.patch}: conflict on {where} in {h.file} at {h.header}"))
+            if not o.hunks:
+                out.append(annotation("error", f, 1, f"{o.patch}: conflict on {where} in {', '.join(o.files)}"))
+        elif o.status == "obsolete":
+            out.append(annotation("error", f, 1, f"{o.patch}: obsolete on {where}: {o.note}"))
+        elif o.status == "upstreamed":
+            out.append(annotation("warning", f, 1, f"{o.patch}: already upstream in {where} ({o.evidence}); propose removal"))
+        elif o.status == "not-tried":
+            out.append(annotation("warning", f, 1, f"{o.patch}: not tried on {where} ({o.note})"))
+    return out
+
+
+def write_bump(rep: BumpReport, path_md: Path) -> tuple[Path, Path]:
+    path_md.parent.mkdir(parents=True, exist_ok=True)
+    path_md.write_text(bump_markdown(rep))
+    pj = path_md.with_suffix(".json")
+    pj.write_text(json.dumps(rep.to_dict(), indent=1, default=str))
+    return path_md, pj

@@ -1,0 +1,69 @@
+"""Remembered resolutions, the walk over a git history, the CLI's exit codes and annotations."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import edit, numbered
+from typer.testing import CliRunner
+
+from dsv4_patch.bump import BumpOptions, bump, record_resolutions, walk
+from dsv4_patch.config import load_project
+from tools.applypatch import app
+
+from test_bump import run
+
+
+def test_resolution_is_recorded_reused_and_keyed_to_the_pre_image(benv):
+    benv.author_all(("p1", "p4"))
+    new = benv.upstream_next(upstreamed=False, obsolete=False)
+    rep = run(benv, new)
+    assert rep.outcomes[1].status == "conflict"
+    tree = benv.out / "demo.bump-conflicts/01-p4-conflict"
+    # nothing recorded while markers remain
+    [r] = record_resolutions(load_project(benv.root), "demo", out=benv.out)
+    assert r["recorded"] is None and "markers" in r["why"]
+    resolved = edit(edit(numbered(60), "line 10\n", "line 10 p1\n"), "line 37\n", "line 37 upstream\n")
+    (tree / "src/a.py").write_text(edit(resolved, "line 50\n", "line 50 upstream p4\n"))
+    [r] = record_resolutions(load_project(benv.root), "demo", out=benv.out)
+    assert r["recorded"].startswith("patches/demo/resolutions/p4-conflict/")
+    rep = run(benv, new)
+    assert [o.status for o in rep.outcomes] == ["clean", "resolved"] and rep.status == "ok"
+    assert "line 50 upstream p4" in (benv.root / "patches/demo/p4-conflict.patch").read_text()
+    # another upstream state around p4: a different key, so the old resolution is not applied
+    benv.up.write("src/a.py", edit(numbered(60), "line 50\n", "line 50 again\n"))
+    rep = run(benv, benv.up.commit("upstream again"))
+    assert rep.outcomes[1].status == "conflict"
+
+
+def test_walk_names_the_commit_where_each_patch_first_stops(benv):
+    benv.author_all(("p1", "p2"))
+    c1 = benv.up.commit("nothing relevant")
+    benv.up.write("src/b.txt", edit(numbered(30, "b"), "b 20\n", "b 20 upstream\n"))
+    c2 = benv.up.commit("touches p2's line")
+    benv.up.write("src/zzz.txt", "x\n")
+    c3 = benv.up.commit("later")
+    rep = walk(load_project(benv.root), "demo", f"{benv.base}..{c3}", cache=benv.cache)
+    assert [s.commit for s in rep.steps] == [benv.base, c1, c2, c3]
+    assert rep.first_stop == {"p1-clean.patch": None, "p2-offset.patch": c2[:12]}
+    assert [[o.status for o in s.outcomes] for s in rep.steps][2] == ["clean", "conflict"]
+    rep2 = walk(load_project(benv.root), "demo", f"{benv.base}..{c3}", step=2, cache=benv.cache)
+    assert [s.commit for s in rep2.steps] == [benv.base, c2, c3]
+
+
+def test_cli_exit_codes_json_and_annotations(benv):
+    benv.author_all(("p1", "p4"))
+    new = benv.upstream_next(upstreamed=False, obsolete=False)
+    r = CliRunner().invoke(app, ["bump", "demo", new, "--json", "--no-regress", "--annotate",
+                                 "--project", str(benv.root), "--out", str(benv.out)])
+    assert r.exit_code == 3, r.output
+    payload, _, tail = r.stdout.partition("\n}\n")
+    data = json.loads(payload + "\n}")
+    assert [p["status"] for p in data["patches"]] == ["clean", "conflict"]
+    line = int(data["patches"][1]["hunks"][0]["line"])
+    assert (benv.root / "patches/demo/p4-conflict.patch").read_text().splitlines()[line - 1].startswith("@@ ")
+    assert f"::error file=patches/demo/p4-conflict.patch,line={line}::" in tail
+    assert CliRunner().invoke(app, ["bump", "demo", "--project", str(benv.root)]).exit_code == 2
+    assert CliRunner().invoke(app, ["bump", "demo", "no-such-ref", "--project", str(benv.root)]).exit_code == 1
+    ok = CliRunner().invoke(app, ["bump", "demo", "--walk", f"{benv.base}..{benv.base}", "--project", str(benv.root)])
+    assert ok.exit_code == 0 and "applies at every step" in ok.stdout

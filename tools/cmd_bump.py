@@ -1,0 +1,127 @@
+"""`dsv4-patch bump`: rebase a stack onto a new upstream (registered by tools/applypatch.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from dsv4_patch.bump import BumpOptions, bump as run_bump, record_resolutions, walk as run_walk
+from dsv4_patch.bump.report import annotations, bump_markdown, walk_markdown, write_bump
+from dsv4_patch.config import load_project
+from dsv4_patch.errors import EXIT_ERROR, EXIT_USAGE, ConflictError, Dsv4Error
+
+EXAMPLES = """Rebase STACK from its pin onto REF and say, per patch: clean, offset (found at shifted
+lines), 3way (merged), conflict (files, hunks), upstreamed (already in REF: proposed for removal),
+obsolete (its file vanished), resolved (a remembered resolution was reused).
+
+REF is a release version (0.28.0 or v0.28.0, from the package index, for sdist/wheel stacks),
+a tag, a branch or a commit (git/path stacks). By default the run carries on past conflicts so
+you see the whole picture; nothing in patches/ or stacks.toml changes until every patch applies.
+
+Examples:
+
+\b
+  dsv4-patch bump vllm 0.28.0                  # rebase, refresh patches, move the pin, regress
+  dsv4-patch bump vllm --latest --json         # newest release on the index
+  dsv4-patch bump vllm 0.33.0 --into patches/vllm/bumps/v0.33.0 --no-regress
+                                               # refreshed copy elsewhere; pin untouched
+  dsv4-patch bump vllm 0.33.0 --stop-on-conflict
+  dsv4-patch bump vllm --walk v0.27.1..v0.33.0 # every release between: where each patch stops
+  dsv4-patch bump deepgemm --walk 54e2261..main --step 20
+
+Resolving a conflict (remembered for the next attempt):
+
+\b
+  dsv4-patch bump vllm 0.33.0                  # exit 3; trees in build/vllm.bump-conflicts/NN-*
+  cd build/vllm.bump-conflicts/01-<patch>      # fix the conflict markers (plain git am state)
+  dsv4-patch bump vllm 0.33.0 --record-resolution
+      # stores patches/vllm/resolutions/<patch>/<key>.patch and bumps again, reusing it
+
+Exit codes: 0 ok, 1 error (or regression failed), 2 usage, 3 conflicts remain / upstreamed
+patches not dropped / a walk found a patch that stops applying."""
+
+
+def _say(quiet: bool):
+    return None if quiet else (lambda m: print(f"· {m}", file=sys.stderr, flush=True))
+
+
+def _fail(e: Dsv4Error, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"error": e.message, "hint": e.hint, "exit_code": e.exit_code}, indent=1))
+    else:
+        print(f"error: {e.one_line()}", file=sys.stderr)
+        if e.details and not isinstance(e, ConflictError):
+            print(e.details, file=sys.stderr)
+    raise typer.Exit(e.exit_code)
+
+
+def bump(
+    stack: str = typer.Argument(..., help="Stack to rebase (vllm, sglang, deepgemm, ...)."),
+    ref: Optional[str] = typer.Argument(None, help="Target: release version, tag, branch or commit."),
+    latest: bool = typer.Option(False, "--latest", help="Newest release on the index / tip of the tracked branch."),
+    walk: Optional[str] = typer.Option(None, "--walk", metavar="A..B", help="Step through every release (or commit) from A to B."),
+    step: int = typer.Option(1, "--step", min=1, help="With --walk on a git stack: every N-th commit."),
+    stop_on_conflict: bool = typer.Option(False, "--stop-on-conflict", help="Stop at the first blocking patch."),
+    no_regress: bool = typer.Option(False, "--no-regress", help="Skip the regression tests of the new tree."),
+    drop_upstreamed: bool = typer.Option(False, "--drop-upstreamed", help="Drop patches found already upstream."),
+    into: Optional[Path] = typer.Option(None, "--into", help="Write refreshed patches here; leave patches/ and the pin alone."),
+    record_resolution: bool = typer.Option(False, "--record-resolution", help="Store the resolutions made in the conflict trees, then bump again."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the markdown report here (JSON beside it)."),
+    annotate: bool = typer.Option(False, "--annotate", help="Print GitHub problem-matcher lines (::error file=…,line=…)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Use only this source kind."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder for trees [default: ./build]."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout."),
+    project: Optional[Path] = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml."),
+):
+    try:
+        proj = load_project(project)
+        if sum(bool(x) for x in (ref, latest, walk)) != 1:
+            print("error: give exactly one of REF, --latest, --walk A..B (see --help)", file=sys.stderr)
+            raise typer.Exit(EXIT_USAGE)
+        say = _say(as_json)
+        cfg = proj.stack(stack)
+        patch_dir = str(cfg.patch_dir.relative_to(proj.root)) if cfg.patch_dir.is_relative_to(proj.root) else str(cfg.patch_dir)
+        if walk:
+            rep = run_walk(proj, stack, walk, step=step, source=source, progress=say)
+            if as_json:
+                print(json.dumps(rep.to_dict(), indent=1))
+            else:
+                print(walk_markdown(rep))
+                for name, where in rep.first_stop.items():
+                    print(f"{name}: " + (f"first stops applying at {where}" if where else "applies at every step"))
+            if annotate:
+                for s in rep.steps:
+                    for line in annotations(s.outcomes, patch_dir, s.label):
+                        print(line)
+            raise typer.Exit(rep.exit_code)
+        recorded = record_resolutions(proj, stack, out=out_dir) if record_resolution else []
+        for r in recorded:
+            print(f"{r['patch']}: " + (f"recorded {r['recorded']}" if r["recorded"] else f"not recorded: {r['why']}"),
+                  file=sys.stderr)
+        opts = BumpOptions(stop_on_conflict=stop_on_conflict, regress=not no_regress, into=into,
+                           drop_upstreamed=drop_upstreamed, source=source, out=out_dir)
+        rep = run_bump(proj, stack, ref, latest=latest, opts=opts, progress=say)
+        md, js = write_bump(rep, (out_dir or proj.root / "build") / f"{stack}.bump-report.md")
+        if report:
+            write_bump(rep, report)
+        if as_json:
+            print(json.dumps({**rep.to_dict(), "recorded": recorded, "report": str(md)}, indent=1, default=str))
+        else:
+            print(bump_markdown(rep))
+            print(f"report: {md} and {js}", file=sys.stderr)
+        if annotate:
+            for line in annotations(rep.outcomes, patch_dir, rep.new["label"]):
+                print(line)
+        raise typer.Exit(rep.exit_code)
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(EXIT_ERROR)
+
+
+bump.__doc__ = EXAMPLES
