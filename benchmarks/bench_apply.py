@@ -12,7 +12,6 @@ and prints the ratios. Targets (issue 2): apply <= 1.25 x floor; no-op <= 0.5 s.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess

@@ -22,6 +22,20 @@ class PinResult:
                 "changes": {k: {"old": o, "new": n} for k, (o, n) in self.changes.items()}}
 
 
+def release_pin(stack: StackConfig, spec: SourceSpec, version: str, cache: Cache, progress: Progress = None,
+                *, sha256: str | None = None):
+    """Import a release archive (verified, cached) and return (base, source values, stack values)
+    that pin it: version, sha256 and wheel file name; tag, and the commit the archive records
+    (or the tag when it records none)."""
+    base = archive.materialize(stack, spec, cache, progress, version=version, sha256=sha256, expect_commit="")
+    msg = Git(base.git_dir).out("log", "-1", "--format=%B", base.commit)
+    recorded = re.search(r"^recorded-commit: (\w+)", msg, re.M)
+    src = {"version": version, "sha256": re.search(r"^sha256: (\w+)", msg, re.M).group(1)}
+    if spec.get("filename"):
+        src["filename"] = archive.archive_filename(spec, version)
+    return base, src, {"tag": f"v{version}", "commit": recorded.group(1) if recorded else f"v{version}"}
+
+
 def _section_bounds(lines: list[str], header: str, nth: int = 0) -> tuple[int, int]:
     hits = [i for i, ln in enumerate(lines) if ln.strip() == header]
     if len(hits) <= nth:
@@ -61,18 +75,7 @@ def pin_stack(project: Project, stack: StackConfig, ref: str, *, source: str | N
         try:
             if spec.kind in ("sdist", "wheel"):
                 version = ref[1:] if ref.startswith("v") and ref[1:2].isdigit() else ref
-                base = archive.materialize(stack, spec, cache, progress, version=version, expect_commit="")
-                msg = Git(base.git_dir).out("log", "-1", "--format=%B", base.commit)
-                sha256 = re.search(r"^sha256: (\w+)", msg, re.M).group(1)
-                recorded = re.search(r"^recorded-commit: (\w+)", msg, re.M)
-                src_vals = {"version": version, "sha256": sha256}
-                if spec.get("filename"):
-                    src_vals["filename"] = archive.archive_filename(spec, version)
-                stack_vals = {"tag": f"v{version}"}
-                if recorded:
-                    stack_vals["commit"] = recorded.group(1)
-                elif not re.fullmatch(r"[0-9a-f]{7,40}", stack.commit):
-                    stack_vals["commit"] = f"v{version}"
+                _, src_vals, stack_vals = release_pin(stack, spec, version, cache, progress)
                 for k, v in src_vals.items():
                     changes[f"sources.{spec.kind}.{k}"] = (spec.get(k), v)
                 for k, v in stack_vals.items():

@@ -47,7 +47,7 @@ def bump_markdown(rep: BumpReport) -> str:
         lines += ["", "## Proposed for removal (already upstream)", ""]
         lines += [f"- `{o.patch}`: {o.evidence}" for o in up]
         if rep.status == "upstreamed":
-            lines.append(f"\nNothing was written: rerun with `--drop-upstreamed` to drop them.")
+            lines.append("\nNothing was written: rerun with `--drop-upstreamed` to drop them.")
     if rep.written_to:
         lines += ["", f"Refreshed patches written to `{rep.written_to}`: " + ", ".join(f"`{n}`" for n in rep.refreshed)]
     if rep.pin:

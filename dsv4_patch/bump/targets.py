@@ -11,6 +11,7 @@ from ..errors import SourceError, UsageError
 from ..gitcmd import Git
 from ..sources import BaseTree, Cache, Progress, archive, gitsource
 from ..sources.base import say
+from ..pinning import release_pin
 
 VERSION_RE = re.compile(r"^v?(\d+(?:\.\d+)*(?:\.post\d+)?)$")
 
@@ -65,14 +66,7 @@ def releases(spec: SourceSpec, cache: Cache, progress: Progress = None) -> list[
 
 def _archive_target(cfg: StackConfig, spec: SourceSpec, version: str, sha256: str | None, cache: Cache,
                     progress: Progress) -> Target:
-    base = archive.materialize(cfg, spec, cache, progress, version=version, sha256=sha256, expect_commit="")
-    msg = Git(base.git_dir).out("log", "-1", "--format=%B", base.commit)
-    sha = re.search(r"^sha256: (\w+)", msg, re.M).group(1)
-    recorded = re.search(r"^recorded-commit: (\w+)", msg, re.M)
-    src = {"version": version, "sha256": sha}
-    if spec.get("filename"):
-        src["filename"] = archive.archive_filename(spec, version)
-    stack = {"tag": f"v{version}", "commit": recorded.group(1) if recorded else f"v{version}"}
+    base, src, stack = release_pin(cfg, spec, version, cache, progress, sha256=sha256)
     return Target(base, spec, f"v{version}", {"stack": stack, "source": src})
 
 

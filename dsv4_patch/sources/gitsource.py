@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from ..config import SourceSpec, StackConfig
 from ..errors import SourceError

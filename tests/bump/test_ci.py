@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from conftest import edit, numbered
+from bumpkit import edit, numbered
 from synth import git
 
 from ci import pr_check, upstream_bump

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from conftest import edit, numbered
+from bumpkit import edit, numbered
 from typer.testing import CliRunner
 
-from dsv4_patch.bump import BumpOptions, bump, record_resolutions, walk
+from dsv4_patch.bump import record_resolutions, walk
 from dsv4_patch.config import load_project
 from tools.applypatch import app
 

@@ -7,6 +7,11 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+from dsv4_patch.config import load_project
+from dsv4_patch.exporter import export_stack
+from dsv4_patch.sources import Cache
+from dsv4_patch.tree import build_tree
+
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
     "GIT_AUTHOR_NAME": "Up Stream", "GIT_AUTHOR_EMAIL": "up@example.com",
@@ -83,3 +88,42 @@ def author_commit(tree: Path, files: dict[str, str | bytes | None], subject: str
 
 
 META = "Upstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n"
+
+
+class Env:
+    """One synthetic upstream + one project + helpers to author patches through the real tool."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.up = Upstream(tmp / "upstream")
+        self.up.write("src/a.py", numbered(60))
+        self.up.write("src/b.txt", numbered(30, "b"))
+        self.base = self.up.commit("base")
+        self.root = make_project(tmp / "proj", self.up.path, self.base)
+        self.cache = Cache(tmp / "cache")
+        self.out = self.root / "build"
+
+    @property
+    def stack(self):
+        return load_project(self.root).stack("demo")
+
+    def repin(self, commit: str) -> None:
+        toml = self.root / "patches" / "stacks.toml"
+        toml.write_text(toml.read_text().replace(f'commit = "{self.base}"', f'commit = "{commit}"'))
+        self.base = commit
+
+    def apply(self, **kw):
+        return build_tree(self.stack, self.out, cache=self.cache, **kw)
+
+    def author(self, files: dict, subject: str, body: str = "Why and how.\n\n" + META, **kw) -> None:
+        """Add one patch: commit in the patched tree, then export (the maintainer workflow)."""
+        tree = self.apply(force=True).tree
+        author_commit(tree, files, subject, body, **kw)
+        export_stack(self.stack, tree)
+
+    def export(self, check=False):
+        return export_stack(self.stack, self.out / "demo", check=check)
+
+    def patch_bytes(self) -> dict[str, bytes]:
+        d = self.root / "patches" / "demo"
+        return {p.name: p.read_bytes() for p in sorted(d.iterdir())}

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import Env
-from synth import author_commit, git
+from synth import Env, author_commit, git
 
 line_text = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=30)
 edit = st.one_of(
