@@ -231,6 +231,14 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     strip = spec.get("strip") or (filename[: -len(".tar.gz")] if spec.kind == "sdist" else None)
     reroot = dict(spec.get("reroot", {}))
     exclude = list(spec.get("exclude", []))
+    if sha256 is None:
+        # An unpinned release (bump, pin): name the import by the archive's real hash, so one
+        # archive is imported once whichever command asked first.
+        cached = cache.root / "archives" / filename
+        if cached.exists():
+            sha256 = sha256_of(cached)
+        elif not offline:
+            sha256 = find_file(package, filename).get("hashes", {}).get("sha256")
     key = hashlib.sha256(json.dumps([IMPORT_FORMAT, sha256, filename, strip, reroot, exclude], sort_keys=True).encode()).hexdigest()[:24]
     repo_path = cache.dir("imports") / f"{key}.git"
     desc = f"{spec.kind}:{package}=={version}"
