@@ -4,5 +4,5 @@ set -o pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/o_fp8_qdq_out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-python3 -m pytest -q -m gpu tests/kernels/test_o_fp8_qdq.py -p no:cacheprovider --durations=5 2>&1 | tee "$OUT/gpu_tests.log"
+python3 -m pytest -q -m gpu tests/kernels/test_o_fp8_qdq_kernel.py -p no:cacheprovider --durations=5 2>&1 | tee "$OUT/gpu_tests.log"
 python3 -m kernels.o_fp8_qdq.bench --json "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"

@@ -45,7 +45,7 @@ def _expected(res: dict) -> np.ndarray:
 
 def _assert_equal_values(got_bits: np.ndarray, want: np.ndarray, what: str) -> None:
     # Compared as values: the identity einsum turns -0 into +0 (x*1 + 0*y); signed zero is checked
-    # at the kernel level (tests/kernels/test_o_fp8_qdq.py).
+    # at the kernel level (tests/kernels/test_o_fp8_qdq_kernel.py).
     got = bf16_bits_to_f64(got_bits).reshape(want.shape)
     bad = got != want
     assert not bad.any(), (f"{what}: {int(bad.sum())} of {bad.size} values differ from the oracle; "
