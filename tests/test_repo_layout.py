@@ -1,0 +1,28 @@
+"""Repository rules that a clean clone would otherwise only reveal in CI."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tracked(*patterns: str) -> list[str]:
+    out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_test_modules_have_unique_basenames():
+    # Without __init__.py files pytest imports test modules by basename: two test_x.py in
+    # different folders make collection fail ("import file mismatch") in a fresh checkout.
+    names = Counter(Path(p).name for p in tracked("tests/**/test_*.py", "tests/test_*.py"))
+    assert not [n for n, c in names.items() if c > 1]
+
+
+def test_no_upstream_trees_committed_outside_patches():
+    # The one hard rule: upstream code reaches this repo only inside patch files.
+    upstream_like = ("vllm/v1/", "vllm/model_executor/", "sglang/srt/", "deep_gemm/include/", "csrc/jit/")
+    offenders = [p for p in tracked() if not p.startswith("patches/") and any(u in p for u in upstream_like)]
+    assert offenders == []
