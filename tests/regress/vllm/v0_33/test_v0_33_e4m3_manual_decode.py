@@ -1,0 +1,39 @@
+"""vllm 2 (manual OCP E4M3 decode) on v0.33.0. Script: v0_33/checks/e4m3_manual_decode_v0_33.py
+(which runs ../checks/e4m3_manual_decode.py first)."""
+
+from _vllm_regress import assert_fails, assert_ok
+
+CHECK = "e4m3_manual_decode_v0_33"
+
+
+def test_manual_decode_all_256_codes(vllm_check):
+    assert_ok(vllm_check(CHECK), "manual_decode_all_256_codes")
+
+
+def test_decode_kernel_without_fp8_matches_reference(vllm_check):
+    assert_ok(vllm_check(CHECK), "decode_kernel_without_fp8_matches_reference")
+
+
+def test_manual_decode_selected_without_fp8(vllm_check):
+    assert_ok(vllm_check(CHECK), "manual_decode_selected_without_fp8")
+
+
+def test_fallback_launcher_without_fp8(vllm_check):
+    """v0.33.0's launcher branch for archs other than gfx942/gfx950 (gfx936's) runs with every FP8
+    cast failing and gives the hardware-cast bits."""
+    assert_ok(vllm_check(CHECK), "fallback_launcher_without_fp8")
+
+
+def test_fallback_applies_inverse_rope(vllm_check):
+    """That branch hands back inverse-RoPE'd rows when given positions (rocm_sparse_attn_decode
+    reports them rotated), matching an independent inverse GPT-J RoPE."""
+    assert_ok(vllm_check(CHECK), "fallback_applies_inverse_rope")
+
+
+def test_unpatched_tree_fails(vllm_check):
+    res = vllm_check(CHECK, patched=False)
+    assert_fails(res, "decode_kernel_without_fp8_matches_reference", "FP8 conversion is not supported")
+    assert_fails(res, "manual_decode_all_256_codes")
+    assert_fails(res, "manual_decode_selected_without_fp8")
+    assert_fails(res, "fallback_launcher_without_fp8")
+    assert_fails(res, "fallback_applies_inverse_rope", "not rotated")
