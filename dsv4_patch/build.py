@@ -232,7 +232,20 @@ def _remove_file(dst: Path) -> None:
         pass
 
 
+def _sha256(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
 def _restore_previous(stamp: dict, base_tree: Path, site: Path, progress: Progress) -> None:
+    # The originals come back from the base tree only if it is the tree the venv was overlaid
+    # from: a tree of another release would silently mix two releases in one venv.
+    for entry in stamp.get("files", []):
+        want = entry.get("orig_sha256")
+        if entry["status"] != "A" and want and _sha256(base_tree / entry["path"]) != want:
+            raise BuildError(
+                f"{entry['path']}: {base_tree} is not the base this venv was overlaid from "
+                f"({stamp.get('package')} {stamp.get('version')})",
+                hint="pass the matching base tree and version, or build into a fresh venv")
     for entry in stamp.get("files", []):
         status, path = entry["status"], entry["path"]
         dst = site / path
@@ -336,7 +349,7 @@ def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: s
     _say(progress, f"overlaid {len(overlaid)} modified, {len(added)} added, {len(removed)} removed file(s)")
     _write_stamp(venv, {"key": key, "mode": mode, "package": package, "version": version,
                         "installed_version": installed,
-                        "files": [{"status": s, "path": p} for s, p in plan],
+                        "files": [{"status": s, "path": p, "orig_sha256": _sha256(base_tree / p)} for s, p in plan],
                         "overlaid": overlaid, "added": added, "removed": removed, "skipped": skipped})
     return BuildResult(venv=venv, python=py, package=package, version=version, mode=mode, key=key,
                        cached=False, overlaid=overlaid, added=added, removed=removed, skipped=skipped,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -157,3 +158,16 @@ def test_directory_trees_without_git(tmp_path):
     (b / "p" / "same.py").write_text("s")
     (b / "p" / "y.py").write_text("y")
     assert changed_files(a, b) == [("M", "p/x.py"), ("A", "p/y.py")]
+
+
+def test_refuses_to_restore_from_a_base_tree_of_another_release(toy, tmp_path):
+    base, patched, venv = toy
+    _commit(patched, {"dsv4toy/mod.py": "VALUE = 'patched'\n"})
+    build_overlay(base, patched, venv, package=PKG, version=VER, python=sys.executable)
+    # a base tree of another release (its mod.py differs) must not be used to undo the overlay
+    other = tmp_path / "other-release"
+    shutil.copytree(base, other)
+    (other / "dsv4toy" / "mod.py").write_text("VALUE = 'next release'\n")
+    with pytest.raises(BuildError, match="not the base this venv was overlaid from"):
+        build_overlay(other, other, venv, package=PKG, version=VER, python=sys.executable)
+    assert _run(venv, "import dsv4toy; print(dsv4toy.VALUE)") == "patched"  # nothing mixed in
