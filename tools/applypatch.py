@@ -33,8 +33,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 conflict.",
 )
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)  # one-line messages stay one line (grep, CI logs)
+err = Console(stderr=True, soft_wrap=True)
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: ./build].")
