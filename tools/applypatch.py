@@ -368,23 +368,21 @@ def build(
         out.print(f"{stack}: {data}", highlight=False)
 
 
-def _register_optional() -> None:
-    """Commands whose modules may be absent in a partial checkout stay out of the way."""
-    try:
-        from tools import cmd_e2e
-
-        app.command("e2e")(cmd_e2e.e2e)
-    except ImportError:
-        pass
-    try:
-        from tools import cmd_bump
-
-        app.command("bump")(cmd_bump.bump)
-    except ImportError:
-        pass
+def _register_optional(argv: list[str] | None) -> None:
+    """`e2e` and `bump` live in their own modules. Run as the command, they are imported only when
+    they can be invoked or listed (their command, or top-level help), so `apply`'s no-op stays
+    fast; imported as a library (argv None: tests, other tools) every command is registered."""
+    first = None if argv is None else next((a for a in argv if not a.startswith("-")), None)
+    for name, module, func in (("e2e", "tools.cmd_e2e", "e2e"), ("bump", "tools.cmd_bump", "bump")):
+        if first not in (None, name):
+            continue
+        try:
+            app.command(name)(getattr(__import__(module, fromlist=[func]), func))
+        except ImportError:  # a partial checkout: the command is simply absent
+            pass
 
 
-_register_optional()
+_register_optional(sys.argv[1:] if Path(sys.argv[0]).name in ("dsv4-patch", "applypatch.py") else None)
 
 
 def main() -> None:

@@ -165,3 +165,11 @@ def test_regress_record_marks_a_failing_stack_failed(env):
     cli(env, "regress", "--record", "integration", check=1)
     (f,) = (env.root / "patches/demo/results").glob("*.json")
     assert json.loads(f.read_text())["status"] == "failed"
+
+
+def test_script_lists_and_runs_the_lazily_registered_commands():
+    top = subprocess.run([sys.executable, str(TOOL), "--help"], capture_output=True, text=True)
+    assert top.returncode == 0 and "\n  e2e " in top.stdout and "\n  bump " in top.stdout
+    for name in ("e2e", "bump"):
+        sub = subprocess.run([sys.executable, str(TOOL), name, "--help"], capture_output=True, text=True)
+        assert sub.returncode == 0 and "Usage:" in sub.stdout
