@@ -1,0 +1,116 @@
+"""The overlay venvs and check runner shared by the vLLM regression tests of every release.
+
+A release's pair of venvs lives in DSV4_VENV_CACHE (default ~/.cache/dsv4-patch/venvs):
+
+    vllm-<version>/base      the release as installed (no overlay)
+    vllm-<version>/patched   a hard-link clone of base with the patched files overlaid
+
+How the base venv gets the release differs per release (conftest.py files say which); the rest is
+here: the clone, the overlay, and running one check script per venv once per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from dsv4_patch.build import build_overlay, venv_python
+from dsv4_patch.errors import Dsv4Error
+
+ROOT = Path(__file__).resolve().parents[3]
+PACKAGE = "vllm"
+# CUDA builds from PyPI that cannot load beside the CPU torch and are not needed on CPU.
+PRUNE = ("torchvision", "torchaudio", "torchcodec")
+
+
+def venv_cache() -> Path:
+    env = os.environ.get("DSV4_VENV_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "dsv4-patch" / "venvs"
+
+
+def release_version(tree: Path) -> str | None:
+    """The release a tree holds, from the `__version__` setuptools-scm wrote into the sdist."""
+    f = tree / "vllm" / "_version.py"
+    m = re.search(r"^__version__\s*=\s*(?:\w+\s*=\s*)*['\"]([^'\"]+)['\"]", f.read_text(), re.M) if f.exists() else None
+    return m.group(1) if m else None
+
+
+def prune(py: Path) -> None:
+    code = "import importlib.util as u, sys; print(' '.join(n for n in sys.argv[1:] if u.find_spec(n)))"
+    present = subprocess.run([str(py), "-c", code, *PRUNE], capture_output=True, text=True).stdout.split()
+    if present:
+        subprocess.run([str(py), "-m", "pip", "uninstall", "-y", "-q", *present], check=True, capture_output=True)
+
+
+def hardlink_clone(src: Path, dst: Path, prepare: Callable[[Path], None] | None = None) -> None:
+    """dst as a hard-link copy of venv src (no second install, no second 5 GB); build_overlay and
+    pip write new inodes, so src never sees what is done to dst. Built aside, moved in whole."""
+    if venv_python(dst).exists():
+        return
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-al", str(src), str(tmp)], check=True)
+    if prepare:
+        prepare(tmp)
+    os.replace(tmp, dst)
+
+
+def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
+                 make_base: Callable[[Path], None] | None = None) -> dict[bool, Path]:
+    """{False: pristine venv, True: patched venv} for `version`. make_base(venv) installs the
+    release into a new base venv; None lets build_overlay install it from its wheel."""
+    root = venv_cache() / f"{PACKAGE}-{version}"
+    base_venv, patched_venv = root / "base", root / "patched"
+    try:
+        if make_base is not None:
+            make_base(base_venv)
+        build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
+        prune(venv_python(base_venv))
+        hardlink_clone(base_venv, patched_venv)
+        build_overlay(base_tree, patched_tree, patched_venv, package=PACKAGE, version=version)
+    except (Dsv4Error, subprocess.CalledProcessError) as e:
+        msg = e.one_line() if isinstance(e, Dsv4Error) else f"{e.cmd}: {(e.stderr or '')[-2000:]}"
+        pytest.fail(f"vLLM {version} overlay build failed: {msg}")
+    return {False: base_venv, True: patched_venv}
+
+
+def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "TRITON_"))}
+    env.update({
+        "PYTHONPATH": os.pathsep.join(str(p) for p in [ROOT, *pythonpath]),  # kernels/ oracles first
+        "CUDA_VISIBLE_DEVICES": "",        # CPU; keeps vLLM's Triton import enabled for the interpreter
+        "VLLM_LOGGING_LEVEL": "WARNING",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    return subprocess.run([str(venv_python(venv)), str(script)], capture_output=True, text=True,
+                          env=env, cwd=str(ROOT), timeout=timeout)
+
+
+def check_runner(venvs: dict[bool, Path], check_dirs: list[Path]):
+    """`get(name, patched=True)`: run checks/<name>.py (first found in check_dirs) in one venv,
+    once per session, and return its JSON {sub-check: {"ok": bool, "error": str}}."""
+    cache: dict[tuple[str, bool], dict] = {}
+
+    def script(name: str) -> Path:
+        return next(d / f"{name}.py" for d in check_dirs if (d / f"{name}.py").is_file())
+
+    def get(name: str, patched: bool = True) -> dict:
+        key = (name, patched)
+        if key not in cache:
+            r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs)
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK ")]
+            if not lines:
+                pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "
+                            f"(rc {r.returncode}):\n{r.stderr[-4000:]}")
+            cache[key] = json.loads(lines[-1][len("DSV4-CHECK "):])
+        return cache[key]
+
+    return get
