@@ -122,3 +122,10 @@ def test_synced_file_must_equal_its_source_of_truth(env):
     assert findings(env) == []
     (env.root / "kernels_k.py").write_text("X = 2\n")
     assert any("pkg/k.py differs from kernels_k.py" in x for x in findings(env))
+
+
+def test_node_exists_accepts_a_test_imported_by_name(env):
+    add_test_file(env)
+    (env.root / "tests/test_reexport.py").write_text("from test_demo import test_ok  # noqa: F401\n")
+    assert node_exists(env.root, "tests/test_reexport.py::test_ok") is None
+    assert node_exists(env.root, "tests/test_reexport.py::test_other") is not None
