@@ -91,5 +91,8 @@ def fetch_ref(stack: StackConfig, spec: SourceSpec, cache: Cache, ref: str, prog
 
 def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress = None, *,
                 offline: bool = False) -> BaseTree:
+    g = mirror_repo(cache, stack)
+    had = _find(g, stack.commit, stack.tag)  # already in the shared mirror: nothing is fetched
     g, sha = fetch_ref(stack, spec, cache, stack.commit, progress, offline=offline)
-    return BaseTree(git_dir=g.path, commit=sha, source=f"git:{resolve_url(stack, spec)}")
+    return BaseTree(git_dir=g.path, commit=sha, source=f"git:{resolve_url(stack, spec)}",
+                    note=f"from the local mirror {g.path}" if had else "fetched")
