@@ -195,7 +195,8 @@ def build_tree(
     patches = loaded.patches if upto is None else loaded.patches[:upto]
     _refuse_unsafe(stack_cfg, patches)
     sub = LoadedStack(stack_cfg, loaded.entries[: len(patches)], patches)
-    fp = sub.fingerprint(source_kind or (base.source if base else None))
+    fp_source = source_kind or (base.source if base else None)  # part of what makes a build "the same"
+    fp = sub.fingerprint(fp_source)
     outdir = OutDir(out)
     with outdir.locked():
         target = outdir.tree(name)
@@ -241,7 +242,7 @@ def build_tree(
                                    [f.path for f in p.files])
             failure.failed_tree = str(outdir.keep_failed(name, staging))
             raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
-        state = {"fingerprint": fp, "fingerprint_source": source_kind or (base.source if base else None),
+        state = {"fingerprint": fp, "fingerprint_source": fp_source,
                  "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
                  "commits": commits, "stack": stack_cfg.name, "upto": upto}
         write_state(staging, state)

@@ -115,6 +115,13 @@ class Env:
     def apply(self, **kw):
         return build_tree(self.stack, self.out, cache=self.cache, **kw)
 
+    def rebuild(self, **kw):
+        """A tree built from the patch files alone (an existing tree, even an adopted one, goes)."""
+        import shutil
+
+        shutil.rmtree(self.out / "demo", ignore_errors=True)
+        return self.apply(**kw)
+
     def author(self, files: dict, subject: str, body: str = "Why and how.\n\n" + META, **kw) -> None:
         """Add one patch: commit in the patched tree, then export (the maintainer workflow)."""
         tree = self.apply(force=True).tree

@@ -19,7 +19,7 @@ def test_clean_apply_one_commit_per_patch_on_branch_with_base_ref(env):
     a = numbered(60)
     env.author({"src/a.py": edit(a, "line 10\n", "line 10 fixed\n")}, "[DSV4] First fix")
     env.author({"src/b.txt": edit(numbered(30, "b"), "b 3\n", "b 3 fixed\n")}, "[DSV4] Second fix")
-    res = env.apply(force=True)
+    res = env.rebuild()
     g = Git(res.tree)
     assert g.out("rev-parse", "--abbrev-ref", "HEAD") == "dsv4/demo"
     assert g.rev(BASE_REF) == env.base
@@ -34,7 +34,7 @@ def test_clean_apply_one_commit_per_patch_on_branch_with_base_ref(env):
 
 def test_same_inputs_give_same_commit_hashes_in_another_folder(env, tmp_path):
     env.author({"src/a.py": edit(numbered(60), "line 5\n", "line five\n")}, "[DSV4] Fix five")
-    one = env.apply(force=True)
+    one = env.rebuild()
     from dsv4_patch.tree import build_tree
 
     two = build_tree(env.stack, tmp_path / "elsewhere", cache=env.cache)
@@ -44,7 +44,7 @@ def test_same_inputs_give_same_commit_hashes_in_another_folder(env, tmp_path):
 
 def test_reapply_with_nothing_changed_is_a_noop_that_says_so(env):
     env.author({"src/a.py": edit(numbered(60), "line 5\n", "line five\n")}, "[DSV4] Fix five")
-    env.apply(force=True)
+    env.rebuild()
     again = env.apply()
     assert again.status == "noop" and "nothing changed" in again.note
     # a changed patch byte is not a no-op
@@ -161,5 +161,13 @@ def test_git_hooks_of_the_upstream_never_run(env, tmp_path):
     hook.chmod(0o755)
     git(env.up.path, "config", "core.hooksPath", ".git/hooks")
     env.author({"src/a.py": edit(numbered(60), "line 9\n", "line nine\n")}, "[DSV4] Nine")
-    env.apply(force=True)
+    env.rebuild()
     assert not marker.exists()
+
+
+def test_apply_after_export_is_a_noop(env):
+    env.author({"src/a.py": edit(numbered(60), "line 5\n", "line five\n")}, "[DSV4] Fix five")
+    # the tree now holds a commit made by hand; export adopted it, so nothing needs rebuilding
+    res = env.apply()
+    assert res.status == "noop"
+    assert "line five" in (res.tree / "src/a.py").read_text()

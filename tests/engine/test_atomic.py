@@ -43,6 +43,7 @@ KILLER = textwrap.dedent("""
 
 
 def run_killed(env, where: str) -> int:
+    (env.out / "demo" / "stray.txt").write_text("x\n")  # not pristine: the forced apply really rebuilds
     code = KILLER.format(root=str(ROOT), proj=str(env.root), out=str(env.out), cache=str(env.cache.root))
     return subprocess.run([sys.executable, "-c", code, where]).returncode
 
@@ -65,7 +66,7 @@ def test_killed_during_am_leaves_the_previous_tree_and_no_staging(env):
     assert run_killed(env, "am") == -9
     assert Git(env.out / "demo").rev("HEAD") == before
     assert any((env.out / ".dsv4/staging").iterdir())  # the half tree exists until the next run
-    env.apply()
+    env.apply(force=True)
     assert not (env.out / ".dsv4/staging").exists() or not any((env.out / ".dsv4/staging").iterdir())
 
 
@@ -86,6 +87,7 @@ def test_two_concurrent_applies_serialize_and_agree(env):
 
 def test_threads_in_one_process_do_not_corrupt_the_tree(env):
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    (env.out / "demo" / "stray.txt").write_text("x\n")  # not pristine: the first --force rebuilds
     errors = []
 
     def go():

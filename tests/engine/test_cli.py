@@ -67,7 +67,10 @@ def test_unknown_stack_is_one_line_error_exit_1(env):
 
 def test_apply_json_then_noop(env):
     two_patches(env)
-    first = json.loads(cli(env, "apply", "--json", "--force", check=0).stdout)
+    import shutil
+
+    shutil.rmtree(env.out / "demo")  # built from the patch files, not the adopted authoring tree
+    first = json.loads(cli(env, "apply", "--json", check=0).stdout)
     assert first[0]["status"] == "applied" and len(first[0]["commits"]) == 2
     again = json.loads(cli(env, "apply", "--json", check=0).stdout)
     assert again[0]["status"] == "noop"

@@ -14,7 +14,7 @@ from dsv4_patch.gitcmd import Git
 def roundtrip(env):
     """Rebuild from the patch files and export again: the bytes must not move."""
     before = env.patch_bytes()
-    res = env.apply(force=True)
+    res = env.rebuild()
     after_check = env.export(check=True)
     assert not after_check.stale, after_check.diff
     env.export()
