@@ -102,6 +102,20 @@ def _resolution_mbox(found: Path, patch: PatchFile) -> bytes:
     return with_trailer(dataclasses.replace(stored, name=patch.name))
 
 
+def _reuse_resolution(g: Git, cfg: StackConfig, p: PatchFile, k: str) -> str | None:
+    """Apply a remembered resolution: the one recorded for exactly this pre-image, else one recorded
+    for this patch against another pre-image whose hunks still apply by their context (an earlier
+    patch of the same round was resolved since, and now sits in the pre-image). Says which."""
+    root = cfg.patch_dir.parent.parent
+    exact = resolutions.lookup(cfg, p.name, k)
+    if exact and _am(g, _resolution_mbox(exact, p), threeway=False):
+        return str(exact.relative_to(root))
+    for other in resolutions.recorded(cfg, p.name):
+        if other != exact and _am(g, _resolution_mbox(other, p), threeway=False):
+            return f"{other.relative_to(root)} (recorded against another pre-image; applied by context)"
+    return None
+
+
 def _rebase(g: Git, cfg: StackConfig, patches: list[PatchFile], opts: BumpOptions, progress: Progress):
     idx = Index(g, g.path / ".git" / "dsv4-bump.index")
     spare = Index(g, g.path / ".git" / "dsv4-bump-scratch.index")
@@ -122,10 +136,9 @@ def _rebase(g: Git, cfg: StackConfig, patches: list[PatchFile], opts: BumpOption
         if o.blocking:
             idx.load(head)
             k = resolutions.key(p, idx.blobs(touched(p)))
-            found = resolutions.lookup(cfg, p.name, k)
-            if found and _am(g, _resolution_mbox(found, p), threeway=False):
-                o = dataclasses.replace(o, status="resolved", evidence=f"{o.status} resolved by "
-                                        f"{found.relative_to(cfg.patch_dir.parent.parent)}")
+            used = _reuse_resolution(g, cfg, p, k)
+            if used:
+                o = dataclasses.replace(o, status="resolved", evidence=f"{o.status} resolved by {used}")
             else:
                 blocked.append((p, head, k))
         outcomes.append(o)

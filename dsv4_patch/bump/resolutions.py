@@ -46,3 +46,9 @@ def store(cfg: StackConfig, patch_name: str, k: str, data: bytes) -> Path:
     tmp.write_bytes(data)
     tmp.replace(p)
     return p
+
+
+def recorded(cfg: StackConfig, patch_name: str) -> list[Path]:
+    """Every resolution stored for a patch, newest first."""
+    d = folder(cfg) / patch_name.removesuffix(".patch")
+    return sorted(d.glob("*.patch"), key=lambda f: f.stat().st_mtime, reverse=True) if d.is_dir() else []

@@ -67,3 +67,28 @@ def test_cli_exit_codes_json_and_annotations(benv):
     assert CliRunner().invoke(app, ["bump", "demo", "no-such-ref", "--project", str(benv.root)]).exit_code == 1
     ok = CliRunner().invoke(app, ["bump", "demo", "--walk", f"{benv.base}..{benv.base}", "--project", str(benv.root)])
     assert ok.exit_code == 0 and "applies at every step" in ok.stdout
+
+
+def test_resolutions_recorded_in_one_round_are_reused_in_the_next(benv):
+    """Two patches of one file both conflict. Each is resolved in its own conflict tree (the second
+    without the first, which was skipped) and both are recorded at once. Next bump: the first is
+    reused exactly; the second meets a pre-image that now holds the first, so its key differs, and
+    its recorded hunks are applied by their context instead of conflicting again."""
+    a = edit(numbered(60), "line 10\n", "line 10 pA\n")
+    benv.author({"src/a.py": a}, "[DSV4] pA")
+    benv.author({"src/a.py": edit(a, "line 50\n", "line 50 pB\n")}, "[DSV4] pB")
+    up = edit(edit(numbered(60), "line 10\n", "line 10 upstream\n"), "line 50\n", "line 50 upstream\n")
+    benv.up.write("src/a.py", up)
+    new = benv.up.commit("upstream changes both lines")
+    rep = run(benv, new)
+    assert [o.status for o in rep.outcomes] == ["conflict", "conflict"]
+    trees = sorted((benv.out / "demo.bump-conflicts").iterdir())
+    (trees[0] / "src/a.py").write_text(edit(up, "line 10 upstream\n", "line 10 upstream pA\n"))
+    (trees[1] / "src/a.py").write_text(edit(up, "line 50 upstream\n", "line 50 upstream pB\n"))
+    recorded = record_resolutions(load_project(benv.root), "demo", out=benv.out)
+    assert all(r["recorded"] for r in recorded), recorded
+    rep = run(benv, new)
+    assert [o.status for o in rep.outcomes] == ["resolved", "resolved"] and rep.status == "ok"
+    assert "another pre-image" in rep.outcomes[1].evidence and "another" not in rep.outcomes[0].evidence
+    text = (benv.root / "patches/demo/pb.patch").read_text()
+    assert "+line 50 upstream pB" in text
