@@ -97,7 +97,7 @@ def test_reference_decode_on_gpu(mla):
     want = naive.dequantize(swa, slots)
     assert torch.equal(got.isnan(), want.isnan()), "NaN positions differ from the oracle"
     assert torch.equal(got.nan_to_num(), want.nan_to_num()), "dequantized K differs from the oracle"
-    assert int(got.isnan().sum()) == 2, "the planted NaN codes 0x7F/0xFF must stay visible"
+    assert int(got.isnan().sum()) >= 2, "the planted NaN codes 0x7F/0xFF must stay visible"
     out, k_amax = mla._rocm_sparse_attn_decode_torch(q, swa, per_q, SCALE, sink, extra, per_q_extra)
     ref, amax = attention64(q, k_rows, sink)
     err = (out.double() - ref).abs().flatten(1).amax(1)
@@ -137,16 +137,19 @@ def test_decode_kernels_on_gpu(mla, switches, manual):
     assert torch.all(err <= 2.0**-7 * amax), f"split-K kernel vs float64 attention: {(err / amax).tolist()}"
 
 
-def _decode(mla, q, swa, per_q, sink, out):
+def _decode_args(per_q):
+    """Index tensors for rocm_sparse_attn_decode, built before any capture (host -> device)."""
     mi, mp = ragged(per_q)
-    b = q.shape[0]
-    dense = torch.full((b, max(len(s) for s in per_q)), -1, dtype=torch.int32, device=DEV)
+    dense = torch.full((len(per_q), max(len(s) for s in per_q)), -1, dtype=torch.int32, device=DEV)
     lens = torch.tensor([len(s) for s in per_q], dtype=torch.int32, device=DEV)
+    return dict(swa_indices=dense, swa_lens=lens, swa_ragged_indices=mi, swa_ragged_indptr=mp)
+
+
+def _decode(mla, q, swa, idx, sink, out):
     mla.rocm_sparse_attn_decode(
         q=q, kv_cache=None, swa_k_cache=swa, swa_only=True, topk_indices=None, topk_lens=None,
-        swa_indices=dense, swa_lens=lens, swa_ragged_indices=mi, swa_ragged_indptr=mp,
         topk_ragged_indices=None, topk_ragged_indptr=None, attn_sink=sink, scale=SCALE, head_dim=512,
-        nope_head_dim=NOPE, rope_head_dim=ROPE, output=out)
+        nope_head_dim=NOPE, rope_head_dim=ROPE, output=out, **idx)
 
 
 def test_reference_decode_refuses_capture(mla, switches):
@@ -157,15 +160,15 @@ def test_reference_decode_refuses_capture(mla, switches):
     swa, slots = make_cache(gen, plant=False)  # clean: validation passes it
     q = (torch.randn(3, 64, 512, generator=gen) * 0.5).bfloat16().to(DEV)
     sink = torch.randn(64, generator=gen).to(DEV)
-    per_q = [slots[:128], slots[128:129], slots[129:300]]
+    idx = _decode_args([slots[:128], slots[128:129], slots[129:300]])
     mla._ON_GFX936 = True
     try:
         out = torch.empty_like(q)
-        _decode(mla, q, swa, per_q, sink, out)  # compile outside the capture
+        _decode(mla, q, swa, idx, sink, out)  # compile outside the capture
         eager = out.clone()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            _decode(mla, q, swa, per_q, sink, out)
+            _decode(mla, q, swa, idx, sink, out)
         out.zero_()
         graph.replay()
         torch.cuda.synchronize()
@@ -174,8 +177,8 @@ def test_reference_decode_refuses_capture(mla, switches):
             switches.setenv(env, "1")
             with pytest.raises(RuntimeError, match="CUDA graph"):
                 with torch.cuda.graph(torch.cuda.CUDAGraph()):
-                    _decode(mla, q, swa, per_q, sink, out)
-            _decode(mla, q, swa, per_q, sink, out)  # eager: runs
+                    _decode(mla, q, swa, idx, sink, out)
+            _decode(mla, q, swa, idx, sink, out)  # eager: runs
             torch.cuda.synchronize()
             switches.delenv(env)
     finally:
