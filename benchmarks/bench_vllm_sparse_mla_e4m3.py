@@ -27,7 +27,7 @@ from _standalone_sparse_mla import load  # noqa: E402
 
 KEYS_PER_QUERY = 2048
 HEADS = 64
-SIZES = (16_384, 65_536, 262_144)
+SIZES = (16_384, 65_536, 131_072, 262_144)
 
 
 def bench(fn, reps: int) -> float:
@@ -70,7 +70,7 @@ def case(mla, n: int, reps: int, gen: torch.Generator) -> dict:
     same = torch.equal(torch.nan_to_num(run(True)), torch.nan_to_num(run(False)))
     # interleave the variants so clock and thermal drift hit both alike
     manual, hardware = [], []
-    for _ in range(5):
+    for _ in range(7):
         manual.append(bench(lambda: run(True), reps))
         hardware.append(bench(lambda: run(False), reps))
     mla._ON_GFX936 = False
