@@ -90,27 +90,6 @@ def _codes_cache():
     return store, cache
 
 
-@check
-def manual_decode_all_256_codes():
-    """Through the decode kernel with FP8 casts failing: one query, one slot, q = e_j picks K's
-    value j back out of the softmax (one key: p = 1, out = K)."""
-    store, cache = _codes_cache()
-    q = torch.zeros(1, 16, 512, dtype=torch.bfloat16)
-    FP8_BLOCKED["on"] = True
-    try:
-        out = _run_kernel(store, cache, torch.tensor([0]), torch.tensor([0, 1], dtype=torch.int32), q,
-                          torch.full((16,), -1e30), manual=True)
-    finally:
-        FP8_BLOCKED["on"] = False
-    got = out[0, 0, :256].double().numpy()
-    oracle = codecs.e4m3_decode(np.arange(256, dtype=np.uint8))
-    want = np.where(np.isnan(oracle), 0.0, oracle)  # the kernel replaces NaN K by 0
-    same = (want == got) & (np.signbit(want) == np.signbit(got))
-    same[[0x7F, 0xFF]] = got[[0x7F, 0xFF]] == 0.0
-    bad = np.flatnonzero(~same)
-    assert bad.size == 0, f"{bad.size} codes differ from the float64 oracle, first {[hex(b) for b in bad[:5]]}"
-
-
 def _cache(num_blocks=3, block_size=64, n=90):
     stride = block_size * 584 + 1024
     store = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen)
@@ -145,6 +124,27 @@ def _run_kernel(store, cache, slots, indptr, q, sink, manual):
         HAS_ATTN_SINK=True, HAS_EXTRA=False, NOPE_DIM=448, NOPE_BLOCK=512, ROPE_DIM=64,
         IS_FNUZ_MAIN=False, IS_FNUZ_EXTRA=False, BLOCK_H=16, BLOCK_K=16, **extra)
     return out
+
+
+@check
+def manual_decode_all_256_codes():
+    """Through the decode kernel with FP8 casts failing: one query, one slot, q = e_j picks K's
+    value j back out of the softmax (one key: p = 1, out = K)."""
+    store, cache = _codes_cache()
+    q = torch.zeros(1, 16, 512, dtype=torch.bfloat16)
+    FP8_BLOCKED["on"] = True
+    try:
+        out = _run_kernel(store, cache, torch.tensor([0]), torch.tensor([0, 1], dtype=torch.int32), q,
+                          torch.full((16,), -1e30), manual=True)
+    finally:
+        FP8_BLOCKED["on"] = False
+    got = out[0, 0, :256].double().numpy()
+    oracle = codecs.e4m3_decode(np.arange(256, dtype=np.uint8))
+    want = np.where(np.isnan(oracle), 0.0, oracle)  # the kernel replaces NaN K by 0
+    same = (want == got) & (np.signbit(want) == np.signbit(got))
+    same[[0x7F, 0xFF]] = got[[0x7F, 0xFF]] == 0.0
+    bad = np.flatnonzero(~same)
+    assert bad.size == 0, f"{bad.size} codes differ from the float64 oracle, first {[hex(b) for b in bad[:5]]}"
 
 
 @check

@@ -15,6 +15,8 @@ import torch
 import _fake_amdsmi
 from _harness import check, report
 
+_fake_amdsmi.install()  # before vLLM resolves its platform: these checks run as ROCm
+
 import vllm.model_executor.layers.utils as U  # noqa: E402
 
 CALLS: list[str] = []

@@ -6,7 +6,6 @@ import os
 
 import torch
 
-import _fake_amdsmi  # noqa: F401  (vllm.models.deepseek_v4.amd imports vllm.platforms.rocm)
 from _harness import check, report
 from kernels.fp8_ds_mla import naive
 
@@ -284,8 +283,8 @@ def decode_refuses_capture():
     (simulated capture on CPU; the GPU test captures for real)."""
     swa, swa_slots, _ = make_cache(2, 64, 40)
     q = torch.randn(1, 16, 512, generator=gen).bfloat16()
-    orig = torch.cuda.is_current_stream_capturing
-    torch.cuda.is_current_stream_capturing = lambda: True
+    orig = torch.cuda.is_current_stream_capturing, torch.cuda.is_available
+    torch.cuda.is_current_stream_capturing = torch.cuda.is_available = lambda: True
     os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "1"
     try:
         decode(q, swa, [swa_slots])
@@ -294,7 +293,7 @@ def decode_refuses_capture():
     else:
         raise AssertionError("the torch decode ran during a (simulated) CUDA graph capture")
     finally:
-        torch.cuda.is_current_stream_capturing = orig
+        torch.cuda.is_current_stream_capturing, torch.cuda.is_available = orig
         os.environ.pop("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", None)
 
 
