@@ -228,7 +228,7 @@ def manual_decode_only_on_gfx936():
 
 @check
 def prefill_gather_without_fp8_matches_cast():
-    """dequantize_and_gather_k_cache_triton on gfx936 with FP8 casts failing equals the oracle."""
+    """dequantize_and_gather_k_cache on gfx936 with FP8 casts failing equals the oracle."""
     stride = 16 * 584 + 320
     num_blocks = 4
     store = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen)
@@ -247,7 +247,7 @@ def prefill_gather_without_fp8_matches_cast():
     FP8_BLOCKED["on"] = True
     try:
         # the interpreter copies tensor arguments: hand it the whole storage (block stride kept)
-        cache_utils.dequantize_and_gather_k_cache_triton(
+        cache_utils.dequantize_and_gather_k_cache(
             out, store.as_strided((num_blocks, 16, 584), (stride, 584, 1)), seq_lens, None, block_table,
             16, offset=0)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import types
 
 import torch
 
@@ -251,6 +252,9 @@ def validate_off_costs_nothing():
     assert not syncs, f"host syncs with validation off: {syncs}"
 
 
+NO_SPEC = types.SimpleNamespace(speculative_config=None)  # a vllm_config without speculative decoding
+
+
 def _builders():
     import vllm.models.deepseek_v4.amd.rocm as dsv4_rocm
 
@@ -267,11 +271,11 @@ def host_sync_decode_disables_cudagraphs():
     for env in ("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", "VLLM_ROCM_SPARSE_MLA_VALIDATE"):
         os.environ.pop("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", None)
         os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
-        got = [b.get_cudagraph_support(None, None) for b in _builders()]
+        got = [b.get_cudagraph_support(NO_SPEC, None) for b in _builders()]
         assert got == [AttentionCGSupport.UNIFORM_BATCH] * 2, f"switches off: {got}"
         os.environ[env] = "1"
         try:
-            got = [b.get_cudagraph_support(None, None) for b in _builders()]
+            got = [b.get_cudagraph_support(NO_SPEC, None) for b in _builders()]
         finally:
             os.environ.pop(env, None)
         assert got == [AttentionCGSupport.NEVER] * 2, f"{env}=1: {got}"
