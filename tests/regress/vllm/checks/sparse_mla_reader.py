@@ -256,6 +256,11 @@ NO_SPEC = types.SimpleNamespace(speculative_config=None)  # a vllm_config withou
 
 
 def _builders():
+    # vllm.models.deepseek_v4.amd.rocm may import vllm.platforms.rocm (v0.33.0 does), which needs an
+    # amdsmi; the platform was resolved (CPU) when this script imported the module under test.
+    import _fake_amdsmi
+
+    _fake_amdsmi.install()
     import vllm.models.deepseek_v4.amd.rocm as dsv4_rocm
 
     return (dsv4_rocm.DeepseekV4ROCMAiterMLASparseMetadataBuilder,
