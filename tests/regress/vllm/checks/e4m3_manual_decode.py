@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 
 os.environ["TRITON_INTERPRET"] = "1"
@@ -190,29 +189,41 @@ class _Recorder:
 
 def _launch_constexprs(arch: str) -> dict:
     """The ragged kernel's keyword arguments as the launcher passes them on `arch` (meta tensors:
-    nothing runs)."""
-    global m
-    _fake_amdsmi.set_arch(arch)
-    orig_is_rocm = type(current_platform).is_rocm
-    type(current_platform).is_rocm = lambda self: True
-    try:
-        mod = importlib.reload(m)
-    finally:
-        type(current_platform).is_rocm = orig_is_rocm
+    nothing runs). The module's arch flags are rebound from vllm.platforms.rocm reloaded for `arch`,
+    as its `from vllm.platforms.rocm import ...` does on ROCm (a reload of the module itself would
+    register its custom ops twice)."""
+    rocm = _fake_amdsmi.set_arch(arch)
+    names = ("_sparse_attn_decode_ragged_kernel", "_sparse_attn_decode_partial_kernel",
+             "_sparse_attn_decode_reduce_kernel", "_decode_cu_count",
+             *(n for n in ("_ON_GFX936", "_ON_GFX942", "_ON_GFX950") if hasattr(m, n)))
+    saved = {n: getattr(m, n) for n in names if hasattr(m, n)}
     launches = []
-    for name in ("_sparse_attn_decode_ragged_kernel", "_sparse_attn_decode_partial_kernel",
-                 "_sparse_attn_decode_reduce_kernel"):
-        setattr(mod, name, _Recorder(launches, name))
-    mod._decode_cu_count = lambda: 304  # the split heuristic asks the device otherwise
-    meta = torch.device("meta")
-    mod._rocm_sparse_attn_decode_ragged_triton(
+    try:
+        for n in ("_ON_GFX936", "_ON_GFX942", "_ON_GFX950"):
+            if n in saved:
+                setattr(m, n, getattr(rocm, n, False))
+        for n in names[:3]:
+            if n in saved:
+                setattr(m, n, _Recorder(launches, n))
+        m._decode_cu_count = lambda: 304  # the split heuristic asks the device otherwise
+        meta = torch.device("meta")
+        try:
+            _call_launcher(meta)
+        except NotImplementedError:  # a split-K path reading index values (v0.33.0): not ragged
+            pass
+    finally:
+        for n, v in saved.items():
+            setattr(m, n, v)
+    return {name: kw for name, kw in launches}
+
+
+def _call_launcher(meta):
+    m._rocm_sparse_attn_decode_ragged_triton(
         q=torch.empty(2, 16, 512, dtype=torch.bfloat16, device=meta),
         main_cache=torch.empty(3, 64, 584, dtype=torch.uint8, device=meta),
         main_indices=torch.empty(8, dtype=torch.int32, device=meta),
         main_indptr=torch.empty(3, dtype=torch.int32, device=meta),
         scale=0.05, attn_sink=None, nope_head_dim=448, rope_head_dim=64)
-    importlib.reload(m)
-    return {name: kw for name, kw in launches}
 
 
 @check
