@@ -121,8 +121,9 @@ def upstream_gemm_tests():
     set_arch("gfx942")
     U.ops = __import__("vllm._custom_ops", fromlist=["ops"])  # the tests put their own mocks in
     test = tree / "tests" / "model_executor" / "layers" / "test_rocm_unquantized_gemm.py"
+    # *_real_kernel tests (v0.33.0) run the compiled ops on a ROCm GPU: not on this CPU.
     rc = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "--noconftest", "--rootdir",
-                      str(test.parent), "-W", "ignore::DeprecationWarning"])
+                      str(test.parent), "-W", "ignore::DeprecationWarning", "-k", "not real_kernel"])
     assert rc == 0, f"pytest exit {rc} on {test.relative_to(tree)}"
 
 
