@@ -39,6 +39,8 @@ err = Console(stderr=True, soft_wrap=True)
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: ./build].")
 ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
+ReleaseOpt = typer.Option(None, "--release", "-r", help="Only this upstream release of the stacks (repeatable; "
+                          "e.g. v0.33.0) [default: every release]. STACK@TAG names one directly.")
 
 
 def _progress(quiet: bool = False):
@@ -86,6 +88,7 @@ def status(
     stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to show [default: all]."),
     check: bool = typer.Option(False, "--check", help="Also dry-run whether each stack applies at its pin."),
     matrix: bool = typer.Option(False, "--matrix", help="Show the verification matrix (levels passed per patch)."),
+    release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
@@ -94,6 +97,7 @@ def status(
     Examples:
       dsv4-patch status
       dsv4-patch status vllm --check        # does every patch still apply at the pin?
+      dsv4-patch status vllm@v0.33.0        # one release of a stack carried on several
       dsv4-patch status --matrix            # which verification levels each patch reached
     """
     try:
@@ -103,14 +107,15 @@ def status(
 
             print(render_matrix(proj.root, stacks, as_json=as_json))
             raise typer.Exit(0)
-        rows = api.status(proj, stacks, check_apply=check, progress=_progress(as_json))
+        rows = api.status(proj, stacks, releases=release, check_apply=check, progress=_progress(as_json))
     except Dsv4Error as e:
         _fail(e, as_json)
     if _emit([r.to_dict() for r in rows], as_json):
         raise typer.Exit(1 if any(r.applies and not r.applies["ok"] for r in rows) else 0)
     bad = False
     for r in rows:
-        out.print(f"[bold]{r.name}[/bold]  {r.upstream}  pin {r.tag or ''} {r.commit}", highlight=False)
+        out.print(f"[bold]{r.label}[/bold]  {r.upstream}  pin {r.tag or ''} {r.commit}"
+                  + ("" if r.primary else f"  (further release; patches in {r.patch_dir})"), highlight=False)
         out.print(f"  sources: {', '.join(r.sources)}", highlight=False)
         for k, v in r.info.items():
             out.print(f"  {k}: {v}", highlight=False)
@@ -144,12 +149,14 @@ def apply(
     source: Optional[str] = typer.Option(None, "--source", help="Use only this source kind (git, sdist, wheel, path)."),
     force: bool = typer.Option(False, "--force", help="Replace a tree that has local commits or edits."),
     strict: bool = typer.Option(False, "--strict", help="With no STACK named: an unreachable upstream is an error."),
+    release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
     """Build the patched tree of each stack: the pinned upstream plus one commit per patch.
 
-    The tree lands in OUT/<stack> on branch dsv4/<stack>, with the base at refs/dsv4/base. It is
+    The tree lands in OUT/<stack> on branch dsv4/<stack>, with the base at refs/dsv4/base; a stack
+    carried on further upstream releases also gets OUT/<stack>@<tag> for each of them. It is
     built in a staging folder and swapped in only on success; a failed build is kept in
     OUT/.dsv4/failed/<stack> for inspection. Re-running with nothing changed is a no-op.
     With no STACK named, every stack is built and one whose upstream cannot be reached here (e.g.
@@ -159,31 +166,31 @@ def apply(
     Examples:
       dsv4-patch apply                      # every stack, into ./build
       dsv4-patch apply vllm --out /scratch/trees
+      dsv4-patch apply vllm --release v0.33.0   # only build/vllm@v0.33.0 (same as vllm@v0.33.0)
       DSV4_DEEPGEMM_GIT_MIRROR=/mirrors/DeepGEMM.git dsv4-patch apply deepgemm
       dsv4-patch apply sglang --source wheel --json
     """
     try:
         proj = _project(project)
-        names = stacks or list(proj.stacks)
-        for n in names:
-            proj.stack(n)
+        targets = proj.targets(stacks, release)
     except Dsv4Error as e:
         _fail(e, as_json)
     rows, worst = [], 0
-    for name in names:
+    for cfg in targets:
+        name = cfg.label
         try:
             r = api.apply(proj, [name], out=out_dir, threeway=threeway, source=source, force=force,
                           progress=_progress(as_json))[0]
-            rows.append(r.to_dict())
+            rows.append(r.to_dict() | api.release_fields(cfg))
             if not as_json:
                 verb = "unchanged" if r.status == "noop" else "built"
-                out.print(f"[green]{r.stack}[/green]: {verb} {r.tree} ({len(r.commits)} patches on "
+                out.print(f"[green]{name}[/green]: {verb} {r.tree} ({len(r.commits)} patches on "
                           f"{r.base[:12]} from {r.source}, {r.seconds:.2f} s){' — ' + r.note if r.note else ''}",
                           highlight=False)
         except SourceError as e:
             optional = not stacks and not strict
-            rows.append({"stack": name, "status": "unavailable" if optional else "error", "error": e.message,
-                         "details": e.details})
+            rows.append({**api.release_fields(cfg), "status": "unavailable" if optional else "error",
+                         "error": e.message, "details": e.details})
             if not as_json:
                 tag = "[yellow]unavailable[/yellow]" if optional else "[red]error[/red]"
                 err.print(f"{name}: {tag}: {e.one_line()}", highlight=False)
@@ -191,7 +198,7 @@ def apply(
                     err.print(e.details, highlight=False, markup=False)
             worst = worst if optional else max(worst, e.exit_code)
         except Dsv4Error as e:
-            rows.append({"stack": name, "status": "conflict" if isinstance(e, ConflictError) else "error",
+            rows.append({**api.release_fields(cfg), "status": "conflict" if isinstance(e, ConflictError) else "error",
                          "error": e.message, "exit_code": e.exit_code,
                          "failure": e.report.to_dict() if getattr(e, "report", None) is not None else None})
             if not as_json:
