@@ -132,6 +132,28 @@ def export_releases(project: Project, stack: str, *, releases: list[str] | None 
     return runs
 
 
+def export_upstream(project: Project, stack: str, *, releases: list[str] | None = None, out: Path | None = None,
+                    mbox: Path | None = None, to_stdout: bool = False):
+    """`export --upstream`: one mbox per release, from the committed patch files (no tree).
+
+    Written to OUT/upstream/<stack>.mbox and OUT/upstream/<stack>@<tag>.mbox, or to `mbox` (or
+    returned for stdout) when one release is selected. Returns (rows, mbox bytes for stdout)."""
+    from .upstream_mbox import export_upstream as one
+
+    cfgs = project.targets([stack], releases)
+    if (mbox is not None or to_stdout) and len(cfgs) > 1:
+        raise UsageError(f"{stack} has {len(cfgs)} releases ({', '.join(c.label for c in cfgs)}); --mbox names one file",
+                         hint="pick one with --release TAG or STACK@TAG")
+    if to_stdout:
+        row, data = one(cfgs[0], None)
+        return [row], data
+    rows = []
+    for cfg in cfgs:
+        dest = mbox if mbox is not None else out_dir(project, out) / "upstream" / f"{cfg.label}.mbox"
+        rows.append(one(cfg, dest)[0])
+    return rows, None
+
+
 def check(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None) -> list[Finding]:
     findings = []
     for s in project.targets(stacks, releases):

@@ -160,3 +160,25 @@ def add_release(project: Project, stack: StackConfig, tag: str, commit: str, sou
         tmp.write_text(new_text, encoding="utf-8")
         tmp.replace(path)
     return new.target(stack.name, tag)
+
+
+def bumped_release_sources(stack: StackConfig, spec: SourceSpec | None, source_vals: dict | None) -> list[dict]:
+    """The sources of a release made by bumping `stack`: its own sources, the one the bump went
+    through (`spec`) carrying the new version/sha256/filename (`source_vals`)."""
+    out = []
+    for s in stack.sources:
+        d = {"kind": s.kind, **s.options}
+        if spec is not None and s is spec and source_vals:
+            d.update(source_vals)
+        out.append(d)
+    return out
+
+
+def declare_bumped_release(project: Project, stack: StackConfig, tag: str, pin: dict, spec: SourceSpec | None,
+                           *, dry_run: bool = False) -> StackConfig:
+    """For `bump STACK REF --as-release TAG`: declare TAG with the pin the bump found (`pin` as
+    bump's Target.pin: {"stack": {"tag", "commit"}, "source": {...}}) and return its config,
+    whose patch_dir is where the refreshed patch files go (patches/<stack>/releases/<tag>)."""
+    commit = pin["stack"]["commit"]
+    return add_release(project, stack, tag, commit, bumped_release_sources(stack, spec, pin.get("source")),
+                       dry_run=dry_run)

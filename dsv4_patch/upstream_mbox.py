@@ -79,8 +79,7 @@ def export_upstream(stack: StackConfig, dest: Path | None) -> tuple[UpstreamExpo
         why = signoff_problem(p)
         if why:
             raise PatchFormatError(f"{stack.patch_dir / p.name}: {why}",
-                                   hint="add one in the tree (`git commit --amend -s`, or `git rebase -i --signoff`) "
-                                        "and export; upstream DCO checks reject a patch without it")
+                                   hint="sign it off in the tree (`git rebase --signoff refs/dsv4/base`) and export")
         data, n = upstream_patch(p.raw)
         again = parse_patch_bytes(data, p.name)  # still one well-formed patch, same change
         if again.diff_text != p.diff_text or again.metadata.regression_tests or again.metadata.upstream_status:
