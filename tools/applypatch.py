@@ -17,6 +17,7 @@ if __package__ in (None, ""):  # `python tools/applypatch.py ...` from a checkou
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dsv4_patch import __version__, api
@@ -54,7 +55,7 @@ def _fail(e: Dsv4Error, as_json: bool) -> None:
             payload["failure"] = e.report.to_dict()
         print(json.dumps(payload, indent=1))
     else:
-        err.print(f"[red]error:[/red] {e.one_line()}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(e.one_line())}", highlight=False)  # [stacks.x] is text, not markup
         report = getattr(e, "report", None)
         if report is not None and getattr(report, "hunks", None):
             for h in report.hunks[:3]:
