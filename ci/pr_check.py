@@ -71,8 +71,8 @@ def run(root: Path, steps: list[str], base: str | None, head: str | None, emit=p
     if "apply" in steps or "export" in steps or "regress" in steps:
         for cfg in targets:
             try:
-                api.apply(project, [cfg.label])
-                built.append(cfg.label)
+                api.apply(project, [cfg.selector])  # exactly this release
+                built.append(cfg.selector)
             except ConflictError as e:
                 bad += 1
                 rep = e.report.to_dict() if e.report else {"patch": "series", "message": e.message, "hunks": []}
@@ -83,6 +83,7 @@ def run(root: Path, steps: list[str], base: str | None, head: str | None, emit=p
     if "export" in steps:
         for name in built:
             res = api.export(project, name, check=True)
+            name = project.target(name).label
             if res.stale:
                 bad += 1
                 for n in res.written + res.removed:

@@ -92,6 +92,12 @@ class StackConfig:
         return self.name if self.primary else f"{self.name}@{self.release}"
 
     @property
+    def selector(self) -> str:
+        """Names exactly this release on the command line and in Project.targets (a bare stack
+        name means all its releases): `vllm@v0.27.1`, `vllm@v0.33.0`."""
+        return f"{self.name}@{self.release}"
+
+    @property
     def env_key(self) -> str:
         """Suffix of the DSV4_TREE_/DSV4_BASE_ variables: VLLM, or VLLM__V0_33_0 for a release."""
         return env_key(self.name, None if self.primary else self.release)

@@ -180,7 +180,7 @@ def apply(
     for cfg in targets:
         name = cfg.label
         try:
-            r = api.apply(proj, [name], out=out_dir, threeway=threeway, source=source, force=force,
+            r = api.apply(proj, [cfg.selector], out=out_dir, threeway=threeway, source=source, force=force,
                           progress=_progress(as_json))[0]
             rows.append(r.to_dict() | api.release_fields(cfg))
             if not as_json:

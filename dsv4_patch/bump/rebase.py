@@ -214,7 +214,7 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
 
     try:
         if opts.into is None:  # the pin moved: the project itself describes the new tree
-            return api.regress(load_project(project.root), [cfg.label], out=opts.out, progress=progress).to_dict()
+            return api.regress(load_project(project.root), [cfg.selector], out=opts.out, progress=progress).to_dict()
         base = build_tree(cfg, out, name=f"{cfg.name}.bump-base", upto=0, base=target.base, cache=cache,
                           force=True, progress=progress)
         patches = [parse_patch_bytes(b, n) for n, b in refreshed]

@@ -87,6 +87,7 @@ def test_apply_builds_every_release_into_its_own_tree(env):
     p = cli(env, "apply", "--json", check=0)
     rows = {r["label"]: r for r in json.loads(p.stdout)}
     assert set(rows) == {"demo", "demo@v2"}
+    assert [r["status"] for r in rows.values()] == ["applied", "applied"]  # each built once, by its own row
     assert rows["demo@v2"]["release"] == "v2" and rows["demo@v2"]["primary"] is False
     assert rows["demo"]["base"] == env.base and rows["demo@v2"]["base"] == v2
     assert [c["patch"] for c in rows["demo"]["commits"]] == ["three.patch"]
