@@ -214,7 +214,9 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
 
     try:
         if opts.into is None:  # the pin moved: the project itself describes the new tree
-            return api.regress(load_project(project.root), [cfg.selector], out=opts.out, progress=progress).to_dict()
+            moved = load_project(project.root)  # the primary's release name may be its (new) commit
+            sel = moved.stack(cfg.name).selector if cfg.primary else cfg.selector
+            return api.regress(moved, [sel], out=opts.out, progress=progress).to_dict()
         base = build_tree(cfg, out, name=f"{cfg.name}.bump-base", upto=0, base=target.base, cache=cache,
                           force=True, progress=progress)
         patches = [parse_patch_bytes(b, n) for n, b in refreshed]
