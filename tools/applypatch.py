@@ -40,7 +40,7 @@ err = Console(stderr=True, soft_wrap=True)
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: ./build].")
 ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
-ReleaseOpt = typer.Option(None, "--release", "-r", help="Only this upstream release of the stacks (repeatable; "
+ReleaseOpt = typer.Option(None, "--release", "-r", metavar="TAG", help="Only this upstream release of the stacks (repeatable; "
                           "e.g. v0.33.0) [default: every release]. STACK@TAG names one directly.")
 
 
