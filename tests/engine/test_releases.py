@@ -165,6 +165,22 @@ def test_regress_runs_each_release_against_its_own_trees(env, monkeypatch):
     assert [r["label"] for r in json.loads(p.stdout)["patches"]] == ["demo@v2"]
 
 
+def test_recorded_levels_land_in_each_release_folder_and_the_matrix_shows_them(env, monkeypatch):
+    from dsv4_patch.e2e.matrix import compute_matrix
+
+    two_releases(env)
+    monkeypatch.setenv("EXPECT_PRIMARY", env.stack.release)
+    monkeypatch.setenv("DSV4_PATCH_CACHE", str(env.cache.root))
+    proj = load_project(env.root)
+    rep = api.regress(proj, None, releases=["v2"])
+    written = api.record_levels(proj, rep, ["integration"], "cpu")
+    assert [p.parent for p in written] == [env.root / "patches/demo/releases/v2/results"]
+    rows = {m.stack: [(r.name, [(c.level, c.hardware, c.status) for c in r.cells]) for r in m.rows]
+            for m in compute_matrix(env.root)}
+    assert rows == {"demo": [("three.patch", [])],
+                    "demo@v2": [("cee.patch", [("integration", "cpu", "passed")])]}
+
+
 def test_tree_for_tests_reads_the_release_variables(env):
     two_releases(env)
     prim = env.stack.release
