@@ -157,7 +157,9 @@ def export_upstream(project: Project, stack: str, *, releases: list[str] | None 
 def check(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None) -> list[Finding]:
     findings = []
     for s in project.targets(stacks, releases):
-        findings += lint_stack(project, s)
+        for f in lint_stack(project, s):
+            f.stack, f.release = s.name, s.release or ""
+            findings.append(f)
     return findings
 
 

@@ -42,6 +42,8 @@ class Finding:
     line: int
     message: str
     severity: str = "error"
+    stack: str = ""  # set by api.check: the stack and release the finding is for
+    release: str = ""
 
     def __str__(self) -> str:
         loc = f"{self.file}:{self.line}" if self.line else self.file

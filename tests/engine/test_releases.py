@@ -146,8 +146,8 @@ def test_check_and_status_cover_every_release(env):
     cli(env, "check", check=0)
     (env.root / "patches/demo/releases/v2/stray.patch").write_text("x")
     p = cli(env, "check", "--json", check=1)
-    files = [f["file"] for f in json.loads(p.stdout)]
-    assert files == ["patches/demo/releases/v2/stray.patch"]
+    got = [(f["file"], f["stack"], f["release"]) for f in json.loads(p.stdout)]
+    assert got == [("patches/demo/releases/v2/stray.patch", "demo", "v2")]
     cli(env, "check", "--release", env.stack.release, check=0)  # the primary alone is clean
     rows = json.loads(cli(env, "status", "--json", check=0).stdout)
     assert [(r["label"], r["release"], [x["name"] for x in r["patches"]]) for r in rows] == [
