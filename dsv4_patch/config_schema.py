@@ -21,6 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SOURCE_KINDS = ("git", "sdist", "wheel", "path")
+NO_STACK_HINT = "add a [stacks.<name>] table; docs/patch-format.md describes the file"
 
 
 class _Table(BaseModel):
@@ -148,13 +149,13 @@ def explain(err: dict, data: dict) -> tuple[tuple, str, str | None]:
     kind, value = err["type"], err.get("input")
     where = table_name(loc)
     if kind == "extra_forbidden":
-        allowed = [f for f in _fields(_model_at(loc, data))]
+        allowed = _fields(_model_at(loc, data))
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = (f"did you mean {close[0]!r}? " if close else "") + f"allowed: {', '.join(allowed)}"
         return loc, f"{where}: unknown key {key!r}", hint
     if kind == "missing":
         if loc == ("stacks",):
-            return loc, "declares no stack", "add a [stacks.<name>] table (see docs/patch-format.md)"
+            return loc, "declares no stack", NO_STACK_HINT
         return loc, f"{where}: missing required key {key!r}", None
     if kind == "union_tag_invalid":
         tag = err.get("ctx", {}).get("tag")
@@ -166,7 +167,7 @@ def explain(err: dict, data: dict) -> tuple[tuple, str, str | None]:
         if key == "sources":
             return loc, f"{where}: 'sources' lists no source", "add a [[...sources]] table (kind = git | sdist | wheel | path)"
         if key == "stacks":
-            return loc, "no [stacks.<name>] table", "declare at least one stack"
+            return loc, "declares no stack", NO_STACK_HINT
         return loc, f"{where}: {key!r} must not be empty", None
     if kind == "string_pattern_mismatch" and key == "sha256":
         return loc, f"{where}: sha256 {_short(value)} is not 64 lower-case hex digits", None
