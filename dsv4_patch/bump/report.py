@@ -23,7 +23,7 @@ def _detail_in_tree(o: Outcome) -> str:
     if o.status == "offset":
         return "; ".join(o.offsets)
     if o.status in ("3way", "conflict", "obsolete"):
-        note = o.note.split("; not checked, outside")[0] if o.outside else o.note
+        note = "; ".join(x for x in o.note.split("; ") if not x.startswith("not checked, outside"))
         return ", ".join(f"`{f}`" for f in o.files) + (f" ({note})" if note else "")
     if o.status in ("upstreamed", "resolved"):
         return o.evidence
