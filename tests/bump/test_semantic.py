@@ -238,3 +238,30 @@ def test_target_that_is_not_the_release_it_claims_is_refused(benv):
     toml.write_text(toml.read_text().replace('ref = "2.0"', 'ref = "2.1"'))
     with pytest.raises(SourceError, match="says version 2.0, the target is 2.1"):
         bump(load_project(benv.root), "demo", "2.1", opts=BumpOptions(regress=False), cache=benv.cache)
+
+
+def test_status_check_runs_the_intent_tests_on_the_pristine_pin(benv):
+    """At the pin every intent test must fail without its patch; one that passes proves nothing."""
+    from dsv4_patch import api
+
+    (benv.root / "tests").mkdir()
+    (benv.root / "tests" / "test_intent.py").write_text(INTENT)
+    a = edit(numbered(60), "line 20\n", "line 20 p2\n")
+    benv.author({"src/a.py": a}, "[DSV4] p1 tag", body=_meta(T + "test_line20_tagged"))
+    benv.author({"src/a.py": edit(a, "line 40\n", "line 40 p7\n")}, "[DSV4] p2 vacuous", body=_meta(T + "test_line40_any"))
+    row, = api.status(load_project(benv.root), ["demo"], check_apply=True, cache=benv.cache)
+    assert row.applies == {"ok": True}
+    assert [s["verdict"] for s in row.semantic] == ["needed", "fixed-upstream"]
+    assert any("p2-vacuous" in w and "pass on the pristine pin" in w for w in row.warnings)
+    row, = api.status(load_project(benv.root), ["demo"], check_apply=True, semantic=False, cache=benv.cache)
+    assert row.semantic is None
+
+
+def test_bump_carries_on_where_the_pin_of_a_stack_with_targets_is_unreachable(benv):
+    """DeepGEMM in CI: no registry has the pin, the 2.8.1 target comes from a wheel."""
+    _partial_project(benv)
+    toml = benv.root / "patches/stacks.toml"
+    toml.write_text(toml.read_text().replace(f'path = "{benv.up.path}"', 'path = "/nonexistent/upstream"'))
+    rep = bump(load_project(benv.root), "demo", "2.0", opts=BumpOptions(regress=False), cache=benv.cache)
+    assert "unreachable" in rep.old["source"] and "pin is unreachable" in rep.range_diff
+    assert [o.status for o in rep.outcomes] == ["conflict", "outside"]
