@@ -16,7 +16,11 @@ tests/regress/x/test_y.py::test_z passes`), else its `Regression-Test:` ids. Ver
                     on this upstream, no verdict), or a named test id was not collected
     unimportable    the intent tests' module cannot be collected (imports) against this upstream
     untestable      an intent test skipped (nvcc missing, ...): the reason is kept
-    no-intent       the patch names no test at all
+    no-intent       the patch names no test at all (or every one skipped as "not an intent test")
+
+The run sets DSV4_INTENT=1. A test about the unpatched tree ("the unpatched tree fails") means the
+opposite there, since the base tree is the new upstream: it should skip with a reason containing
+"not an intent test", and is then left out of the verdict.
 
 Only `fixed-upstream` proposes dropping a patch; every other outcome says why no verdict was reached.
 """
@@ -44,6 +48,8 @@ VERDICTS = ("fixed-upstream", "needed", "outside", "probe-error", "unimportable"
 NODE_RE = re.compile(r"tests/[\w./-]+\.py(?:::[\w\[\]./-]+)*")
 MISSING_FILE_RE = re.compile(r"No such file or directory: '([^']+)'")
 PARTIAL_SKIP = "outside the partial tree"  # a test that skips for this reason gets `outside`
+NOT_INTENT = "not an intent test"  # a test that skips for this reason under DSV4_INTENT is left out
+INTENT_ENV = "DSV4_INTENT"  # set to 1 in the intent-test run: the base tree IS the new upstream there
 TIMEOUT_ENV = "DSV4_INTENT_TIMEOUT"
 
 
@@ -135,6 +141,8 @@ def judge(name: str, nodes: list[str], decided_by: str, results: dict[str, dict]
                 (outside if path else errors).append(f"{k}: needs {path}" if path else f"{k}: {v['why']}")
             elif v["outcome"] == "failed":
                 failures.append(f"{k}: {v['why']}")
+            elif v["outcome"] == "skipped" and NOT_INTENT in v.get("why", ""):
+                continue  # e.g. "the unpatched tree fails": about the base, which is the new upstream here
             elif v["outcome"] == "skipped":
                 (outside if PARTIAL_SKIP in v.get("why", "") else skips).append(f"{k}: {v['why']}")
     if errors:
@@ -145,6 +153,8 @@ def judge(name: str, nodes: list[str], decided_by: str, results: dict[str, dict]
         return Semantic(name, "needed", failures[0], decided_by, tests)
     if skips:
         return Semantic(name, "untestable", skips[0], decided_by, tests)
+    if all(t.get("outcome") == "skipped" for t in tests.values()):
+        return Semantic(name, "no-intent", "every named test skipped as not an intent test", decided_by, tests)
     return Semantic(name, "fixed-upstream", f"{len(tests)} intent test(s) pass on the pristine upstream "
                     f"without the patch ({decided_by})", decided_by, tests)
 
@@ -183,7 +193,7 @@ def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, parti
     nodes = [n for n in nodes if (root / n.split("::", 1)[0]).is_file()]
     if nodes:
         say(progress, f"{stack}: {len(nodes)} intent test id(s) on the pristine tree")
-        env = {f"DSV4_TREE_{stack.upper()}": str(tree), f"DSV4_BASE_{stack.upper()}": str(tree)}
+        env = {f"DSV4_TREE_{stack.upper()}": str(tree), f"DSV4_BASE_{stack.upper()}": str(tree), INTENT_ENV: "1"}
         if partial is not None:
             env[f"DSV4_PARTIAL_{stack.upper()}"] = os.pathsep.join(partial)
         # one pytest per module: a module that cannot be imported stops pytest for every id named

@@ -61,6 +61,12 @@ def test_line40_exact():
     assert lines()[39] == "line 40 p7"
 
 
+def test_unpatched_tree_fails():
+    if os.environ.get("DSV4_INTENT"):
+        pytest.skip("not an intent test: it checks the unpatched tree, which is the new upstream here")
+    assert "fixed" not in lines()[9]
+
+
 def test_reads_csrc():
     assert "kernel" in (TREE / "csrc/k.cc").read_text()
 '''
@@ -82,7 +88,7 @@ def _stack(benv) -> None:
     (benv.root / "tests" / "test_gone.py").write_text(UNIMPORTABLE)
     a = numbered(60)
     steps = [
-        ("p1 fix line 10", "line 10\n", "line 10 fixed\n", _meta(T + "test_line10_fixed")),
+        ("p1 fix line 10", "line 10\n", "line 10 fixed\n", _meta(T + "test_line10_fixed", T + "test_unpatched_tree_fails")),
         ("p2 tag line 20", "line 20\n", "line 20 p2\n", _meta(T + "test_line20_tagged")),
         ("p3 probe errors", "line 25\n", "line 25 p3\n", _meta(T + "test_probe_errors")),
         ("p4 tests cannot import", "line 30\n", "line 30 p4\n", _meta("tests/test_gone.py::test_any")),
@@ -109,6 +115,7 @@ def test_semantic_verdict_per_patch(benv):
                    "drop-when-probe": "fixed-upstream"}
     by = {s.patch.split("-", 1)[1].removesuffix(".patch"): s for s in rep.semantic}
     assert rep.outcomes[0].status == "conflict"          # textual: conflict; semantic: fixed upstream
+    assert by["fix-line-10"].tests[T + "test_unpatched_tree_fails"]["outcome"] == "skipped"  # left out
     assert "module_the_upstream_dropped" in by["tests-cannot-import"].reason
     assert "probe cannot run" in by["probe-errors"].reason
     assert "nvcc not found" in by["skipped"].reason
