@@ -43,7 +43,7 @@ from ..stack import load_stack
 from ..tree import BASE_REF, build_tree, with_trailer
 from . import resolutions, targets
 from .classify import Index, Outcome, classify, inside_part, touched
-from .semantic import Semantic, check as semantic_check, pristine_checkout
+from .semantic import Semantic, check as semantic_check, pristine_checkout, release_port
 from .repo import add_alternates, scratch
 
 CONFLICT_META = Path("dsv4") / "conflict.json"
@@ -289,8 +289,9 @@ def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False,
         sem = None
         if opts.semantic:
             pristine = pristine_checkout(out / f"{stack}.bump-upstream", target.base)
+            ported, where = release_port(cfg, target.label)
             sem = semantic_check(project.root, stack, pristine, loaded.patches, partial=target.partial,
-                                 progress=progress)
+                                 ported=ported, ported_where=where, progress=progress)
         drop = {s.patch for s in sem or [] if s.fixed} if opts.drop_upstreamed else set()
         outcomes, blocked = _rebase(g, cfg, loaded.patches, opts, progress, target.partial, drop)
         outdir.swap_in(name, staging)

@@ -6,7 +6,9 @@ Here each patch's intent tests run with the *pristine* upstream tree standing in
 one (DSV4_TREE_<STACK> and DSV4_BASE_<STACK> both point at it): a test that failed on the unpatched
 pin and passes now says upstream caught up.
 
-Intent tests: the pytest ids a patch's `Drop-When:` names (a checkable condition: `Drop-When:
+Intent tests: when the stack already carries the patch for the target release (same name in
+patches/<stack>/releases/<tag>, or .../bumps/<tag>), that copy's tests, written for that release;
+else the pytest ids a patch's `Drop-When:` names (a checkable condition: `Drop-When:
 tests/regress/x/test_y.py::test_z passes`), else its `Regression-Test:` ids. Verdicts:
 
     fixed-upstream  every intent test passed without the patch
@@ -27,6 +29,7 @@ Only `fixed-upstream` proposes dropping a patch; every other outcome says why no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -37,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import StackConfig
 from ..errors import Dsv4Error
 from ..patchfile import PatchFile
 from ..sources import BaseTree, Progress
@@ -69,14 +73,36 @@ class Semantic:
         return dict(self.__dict__)
 
 
-def intent_tests(patch: PatchFile) -> tuple[list[str], str]:
-    """The tests that decide whether `patch` is still needed, and where they were named."""
+def intent_tests(patch: PatchFile, ported: PatchFile | None = None, where: str = "") -> tuple[list[str], str]:
+    """The tests that decide whether `patch` is still needed, and where they were named. `ported`: the
+    same patch as the stack carries it for the target release (its tests are written for that release)."""
+    if ported is not None:
+        nodes, by = intent_tests(ported)
+        if nodes:
+            return nodes, f"{by} of {where}"
     named = NODE_RE.findall(patch.metadata.drop_when or "")
     if named:
         return list(dict.fromkeys(named)), "Drop-When"
     if patch.metadata.regression_tests:
         return list(patch.metadata.regression_tests), "Regression-Test"
     return [], ""
+
+
+def release_port(cfg: StackConfig, label: str) -> tuple[dict[str, PatchFile], str]:
+    """The patches the stack already carries for release `label` (a `releases."<label>"` table, or the
+    folder patches/<stack>/releases/<label> or .../bumps/<label>), by name, and that folder."""
+    from ..stack import load_stack
+
+    rel = getattr(cfg, "releases", None) or {}
+    folders = [rel[label].patch_dir] if label in rel else []
+    folders += [cfg.patch_dir / sub / label for sub in ("releases", "bumps")]
+    for folder in folders:
+        if (folder / "series").is_file():
+            loaded = load_stack(dataclasses.replace(cfg, patch_dir=folder))
+            root = cfg.patch_dir.parent.parent
+            where = folder.relative_to(root).as_posix() if folder.is_relative_to(root) else str(folder)
+            return {p.name: p for p in loaded.patches}, where
+    return {}, ""
 
 
 def pristine_checkout(dest: Path, base: BaseTree) -> Path:
@@ -183,10 +209,12 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
 
 
 def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, partial: list[str] | None = None,
-          progress: Progress = None) -> list[Semantic]:
-    """Each patch's semantic verdict with `tree` (pristine) standing in for the patched tree."""
+          ported: dict[str, PatchFile] | None = None, ported_where: str = "", progress: Progress = None) -> list[Semantic]:
+    """Each patch's semantic verdict with `tree` (pristine) standing in for the patched tree; with
+    `ported`, a patch the stack already carries for this release is decided by that copy's tests."""
     t0 = time.monotonic()
-    wanted = {p.name: intent_tests(p) for p in patches}
+    ported = ported or {}
+    wanted = {p.name: intent_tests(p, ported.get(p.name), ported_where) for p in patches}
     nodes = list(dict.fromkeys(n for ns, _ in wanted.values() for n in ns))
     results: dict[str, dict] = {}
     # a named file that does not exist would stop pytest as a whole (usage error): judge it alone

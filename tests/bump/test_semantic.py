@@ -272,3 +272,28 @@ def test_bump_carries_on_where_the_pin_of_a_stack_with_targets_is_unreachable(be
     rep = bump(load_project(benv.root), "demo", "2.0", opts=BumpOptions(regress=False), cache=benv.cache)
     assert "unreachable" in rep.old["source"] and "pin is unreachable" in rep.range_diff
     assert [o.status for o in rep.outcomes] == ["conflict", "outside"]
+
+
+def test_a_patch_carried_for_the_target_release_is_decided_by_that_copys_tests(benv):
+    """patches/<stack>/releases/<tag>: the stack's port to that release binds tests written for it."""
+    (benv.root / "tests").mkdir()
+    (benv.root / "tests" / "test_intent.py").write_text(INTENT)
+    a = edit(numbered(60), "line 20\n", "line 20 p2\n")
+    benv.author({"src/a.py": a}, "[DSV4] p1 tag", body=_meta(T + "test_line20_tagged"))
+    benv.up.write("src/a.py", edit(numbered(60), "line 40\n", "line 40 moved\n"))
+    new = benv.up.commit("v2")
+    from synth import git
+    git(benv.up.path, "tag", "v2")
+    name, raw = next((n, b) for n, b in benv.patch_bytes().items() if n.endswith(".patch"))
+    port = benv.root / "patches/demo/releases/v2"
+    port.mkdir(parents=True)
+    raw = raw.replace(f"Regression-Test: {T}test_line20_tagged".encode(),
+                                           f"Regression-Test: {T}test_line40_any".encode())
+    (port / name).write_bytes(raw)
+    (port / "series").write_text(name + "\n")
+    rep = bump(load_project(benv.root), "demo", "v2", opts=BumpOptions(regress=False, into=benv.tmp / "into"),
+               cache=benv.cache)
+    sem, = rep.semantic
+    assert sem.verdict == "fixed-upstream" and list(sem.tests) == [T + "test_line40_any"]
+    assert sem.decided_by == "Regression-Test of patches/demo/releases/v2"
+    assert new and rep.status == "upstreamed"  # fixed-upstream: nothing written without --drop-upstreamed
