@@ -19,8 +19,9 @@ lines), 3way (merged), conflict (files, hunks), upstreamed (already in REF: prop
 obsolete (its file vanished), resolved (a remembered resolution was reused), outside (every file
 it touches lies outside a partial tree).
 
-Semantic verdict, per patch: its intent tests (the tests its Drop-When names, else its
-Regression-Tests) run on the pristine REF without it: fixed-upstream (they pass: upstream solved
+Semantic verdict, per patch: its intent tests (those of the copy the stack already carries for
+REF in patches/STACK/releases/REF, else the tests its Drop-When names, else its Regression-Tests)
+run on the pristine REF without it: fixed-upstream (they pass: upstream solved
 it its own way; proposed for removal like an upstreamed patch), needed (an assertion fails),
 or why no verdict was reached: outside (needs files a partial tree lacks), probe-error (a test
 raised something other than an assertion), unimportable (the tests cannot import against REF),
