@@ -219,6 +219,8 @@ def test_partial_tree_names_files_outside_instead_of_conflicts(benv):
     assert benv.patch_bytes() == before and (benv.root / "patches/stacks.toml").read_text() == toml
     md = bump_markdown(rep)
     assert "outside the partial tree: `csrc/k.cc`" in md and "partial tree: carries only" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| 1 |"))
+    assert row.count("outside the partial tree") == 1, row  # named once, not once per note
 
 
 def test_partial_tree_without_conflicts_writes_nothing(benv):
