@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dsv4_patch.bump import BumpOptions, bump
+from dsv4_patch.bump.report import bump_markdown
 from dsv4_patch.config import load_project
 from dsv4_patch.errors import SourceError
 
@@ -57,6 +58,17 @@ def test_report_and_docs_agree(report):
         assert got.verdict == semantic, (o.patch, got.reason)
     assert report.status == "conflicts" and report.exit_code == 3
     assert report.new["partial"] == ["deep_gemm/", "third-party/cutlass/include/"]
+
+
+def test_markdown_report_rows_match_the_docs(report):
+    """The report a person reads (build/deepgemm.bump-report.md) says what the docs page says."""
+    md = bump_markdown(report)
+    for name, (status, outside, semantic) in _doc_rows().items():
+        row = next(ln for ln in md.splitlines() if f"| `{name}` |" in ln)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[2] == status
+        assert cells[3] in (semantic, "untestable")  # untestable only without the CUDA tools (see above)
+        assert all(f"`{f}`" in cells[4] for f in outside)
 
 
 def test_docs_record_the_tree(report):
