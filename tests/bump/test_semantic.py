@@ -299,3 +299,15 @@ def test_a_patch_carried_for_the_target_release_is_decided_by_that_copys_tests(b
     assert sem.verdict == "fixed-upstream" and list(sem.tests) == [T + "test_line40_any"]
     assert sem.decided_by == "Regression-Test of patches/demo/releases/v2"
     assert new and rep.status == "upstreamed"  # fixed-upstream: nothing written without --drop-upstreamed
+
+
+def test_check_refuses_a_drop_when_test_that_does_not_exist(benv):
+    """A typo in a Drop-When test id is found by `check`, not at the next bump (as a probe-error)."""
+    from dsv4_patch.lint import lint_stack
+
+    (benv.root / "tests").mkdir()
+    (benv.root / "tests" / "test_intent.py").write_text(INTENT)
+    benv.author({"src/a.py": edit(numbered(60), "line 20\n", "line 20 p2\n")}, "[DSV4] p1",
+                body=_meta(T + "test_line20_tagged", drop=f"{T}test_line20_tagget passes"))
+    found = [x.message for x in lint_stack(load_project(benv.root), load_project(benv.root).stack("demo"))]
+    assert any(m.startswith(f"Drop-When names {T}test_line20_tagget:") for m in found), found
