@@ -226,7 +226,9 @@ def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, parti
             env[f"DSV4_PARTIAL_{stack.upper()}"] = os.pathsep.join(partial)
         # one pytest per module: a module that cannot be imported stops pytest for every id named
         # with it ("found no collectors"), so it must not take the other modules' verdicts along
-        for module in dict.fromkeys(n.split("::", 1)[0] for n in nodes):
+        modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
+        for i, module in enumerate(modules, 1):
+            say(progress, f"{stack}: intent tests {i}/{len(modules)}: {module}")
             results.update(run_intent_tests(root, [n for n in nodes if n.split("::", 1)[0] == module], env))
     out = [judge(p.name, *wanted[p.name], results, tree, partial) for p in patches]
     say(progress, f"{stack}: semantic verdicts in {time.monotonic() - t0:.1f} s: " + ", ".join(s.verdict for s in out))
