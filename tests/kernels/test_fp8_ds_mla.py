@@ -1,4 +1,7 @@
-"""fp8_ds_mla reference writer/reader against an independent numpy writer built on kernels.codecs."""
+"""fp8_ds_mla reference writer/reader against an independent numpy writer built on kernels.codecs.
+
+Deterministic: every random cache and kv comes from a fixed seed; the byte edges (every e4m3 code,
+NaN codes, scale bytes 0, 1, 127, 254, 255) are planted explicitly."""
 
 from __future__ import annotations
 
@@ -13,12 +16,12 @@ from kernels.fp8_ds_mla import naive  # noqa: E402
 
 
 def make_cache(num_blocks: int, block_size: int, pad_bytes: int, *, logical_3d: bool,
-               fill: int | None = None):
+               fill: int | None = None, seed: int = 0):
     """Like vLLM's allocator: one flat buffer, blocks at a stride >= block_size*584, and a view.
 
     Returns (flat buffer, view handed to the reader)."""
     stride = L.block_bytes(block_size) + pad_bytes
-    gen = torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + num_blocks * 1009 + block_size * 31 + pad_bytes)
     flat = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen)
     if fill is not None:
         flat.fill_(fill)
@@ -66,8 +69,8 @@ def numpy_reader(flat: np.ndarray, stride: int, block_size: int, slots: np.ndarr
         return out.astype(np.float32)  # one rounding of the exact product: what float32 math gives
 
 
-def random_kv(n: int, dtype=torch.float32) -> torch.Tensor:
-    rng = np.random.default_rng()
+def random_kv(n: int, dtype=torch.float32, seed: int = 0) -> torch.Tensor:
+    rng = np.random.default_rng(seed + n)
     # per-tile magnitudes over many binades so scale bytes differ tile to tile
     mag = np.exp2(rng.uniform(-20, 20, size=(n, 8, 1)))
     kv = rng.standard_normal((n, 8, 64)) * mag
@@ -89,14 +92,23 @@ def test_encode_matches_numpy_writer_byte_for_byte(block_size, pad_bytes, logica
     num_blocks = 5
     flat, view = make_cache(num_blocks, block_size, pad_bytes, logical_3d=logical_3d)
     flat_np = flat.numpy().copy()
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(block_size + pad_bytes + int(logical_3d))
     n = 2 * block_size
     # always include both ends of a block and of the cache; slots are distinct, as in vLLM
     ends = [0, block_size - 1, block_size, num_blocks * block_size - 1]
     others = np.setdiff1d(np.arange(num_blocks * block_size), ends)
     slots = np.concatenate([ends, [-1], rng.choice(others, size=n - 5, replace=False)])
     rng.shuffle(slots)  # -1 is a padding token: writes nothing
+    slots = np.concatenate([slots[slots >= 0], [-1]])  # the planted rows below are real tokens
     kv = random_kv(n, dtype)
+    # planted: an all-zero tile (floor scale), a tile at exactly 448 * 2^k with every e4m3 subnormal
+    # code after scaling, a tile whose amax / 448 is a power of two plus one float32 ulp, NaN
+    units = np.concatenate([[448.0], np.arange(1, 8) * 2.0**-9, -np.arange(1, 8) * 2.0**-9, [2.0**-10]])
+    kv[0, :64] = 0
+    kv[0, 64:64 + units.size] = torch.from_numpy(units * 2.0**-20).to(dtype)
+    kv[1, :64] = torch.from_numpy(np.linspace(-1, 1, 64) * 448 * 2.0**5).to(dtype)
+    kv[1, 64] = float(np.nextafter(np.float32(448.0), np.float32(np.inf)))
+    kv[2, 7] = float("nan")
     naive.encode(view, torch.from_numpy(slots), kv, block_size)
     stride = L.block_bytes(block_size) + pad_bytes
     numpy_writer(flat_np, stride, block_size, slots, kv.float().numpy())
@@ -110,7 +122,12 @@ def test_dequantize_matches_numpy_reader_on_arbitrary_bytes(block_size, pad_byte
     # Random bytes everywhere: every e4m3 code (NaNs included), every scale byte (0xFF, 254, 0).
     num_blocks = 4
     flat, view = make_cache(num_blocks, block_size, pad_bytes, logical_3d=True)
-    slots = torch.randperm(num_blocks * block_size)
+    slots = torch.randperm(num_blocks * block_size, generator=torch.Generator().manual_seed(block_size))
+    # planted in slot 0's bytes: every e4m3 code once per scale byte 0, 1, 127, 254, 255 ...
+    raw = naive.block_view(view, block_size)
+    raw[0, :256] = torch.arange(256, dtype=torch.uint8)
+    raw[0, 256:448] = torch.arange(192, dtype=torch.uint8)
+    raw[0, block_size * 576:block_size * 576 + 8] = torch.tensor([0, 1, 127, 254, 255, 0, 118, 7], dtype=torch.uint8)
     got = naive.dequantize(view, slots, block_size)
     ref = numpy_reader(flat.numpy(), L.block_bytes(block_size) + pad_bytes, block_size,
                        slots.numpy())
@@ -121,7 +138,7 @@ def test_dequantize_matches_numpy_reader_on_arbitrary_bytes(block_size, pad_byte
 def test_round_trip_error_is_within_half_an_e4m3_step(block_size):
     num_blocks = 3
     _, view = make_cache(num_blocks, block_size, 584, logical_3d=False)
-    slots = torch.randperm(num_blocks * block_size)[: 2 * block_size]
+    slots = torch.randperm(num_blocks * block_size, generator=torch.Generator().manual_seed(7))[: 2 * block_size]
     kv = random_kv(len(slots), torch.bfloat16).float()
     naive.encode(view, slots, kv, block_size)
     out = naive.dequantize(view, slots, block_size)
@@ -215,7 +232,7 @@ def test_block_view_keeps_the_allocator_stride_without_copying():
 def test_wrong_contiguous_reader_is_caught():
     block_size = 64
     flat, view = make_cache(3, block_size, 7 * 584, logical_3d=True)
-    slots = torch.randperm(3 * block_size)
+    slots = torch.randperm(3 * block_size, generator=torch.Generator().manual_seed(3))
     kv = random_kv(len(slots), torch.bfloat16)
     naive.encode(view, slots, kv, block_size)
     right = naive.dequantize(view, slots, block_size)
@@ -233,7 +250,7 @@ def test_wrong_contiguous_reader_is_caught():
 def test_cuda_writer_and_reader_match_cpu():
     block_size, nb, pad = 64, 6, 512
     flat, view = make_cache(nb, block_size, pad, logical_3d=True)
-    slots = torch.randperm(nb * block_size)[:200]
+    slots = torch.randperm(nb * block_size, generator=torch.Generator().manual_seed(5))[:200]
     kv = random_kv(200, torch.bfloat16)
     kv[3, 7] = float("nan")
     flat_gpu = flat.cuda()
