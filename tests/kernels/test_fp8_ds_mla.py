@@ -261,3 +261,25 @@ def test_cuda_writer_and_reader_match_cpu():
     assert torch.equal(flat_gpu.cpu(), flat)
     assert bits_equal(naive.dequantize(view_gpu, slots.cuda(), block_size).cpu(),
                       naive.dequantize(view, slots, block_size))
+
+
+def test_layout_offsets_are_where_the_writer_puts_each_token():
+    """layout.data_offset / scale_offset against bytes the writer stored, at the default block size
+    (64, what vLLM allocates for this cache) and at 16, for the first, a middle and the last slot."""
+    for block_size in (L.DEFAULT_BLOCK_SIZE, 16):
+        flat, view = make_cache(2, block_size, 40, logical_3d=True, fill=0, seed=11)
+        slots = torch.tensor([0, block_size // 2 + 1, block_size - 1, 2 * block_size - 1])
+        kv = random_kv(len(slots), seed=11)
+        if block_size == L.DEFAULT_BLOCK_SIZE:
+            naive.encode(view, slots, kv)  # block_size left to its default
+        else:
+            naive.encode(view, slots, kv, block_size)
+        codes, sb = naive.quantize_nope(kv[:, :L.NOPE_DIM])
+        stride = L.block_bytes(block_size) + 40
+        for i, slot in enumerate(slots.tolist()):
+            base = (slot // block_size) * stride
+            d = base + L.data_offset(block_size, slot % block_size)
+            sc = base + L.scale_offset(block_size, slot % block_size)
+            assert torch.equal(flat[d:d + L.NOPE_DIM], codes[i])
+            assert torch.equal(flat[sc:sc + L.NUM_TILES], sb[i]) and flat[sc + 7] == 0
+    assert L.block_bytes(16) == 16 * 584 and L.TOKEN_BYTES == 584 and L.DEFAULT_BLOCK_SIZE == 64

@@ -241,6 +241,20 @@ def test_devices_it_never_ran_on_are_refused(monkeypatch):
         o_fp8_qdq_(torch.ones(2, 8, 64, dtype=torch.bfloat16), 32)
 
 
+def test_hardware_conversion_is_chosen_from_sm89(monkeypatch):
+    """The hardware e4m3 conversion exists from sm89 (Ada) on; older GPUs and the interpreter take
+    the emulation. Checked on the capability lookup itself (no GPU needed)."""
+    from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
+
+    check = K._hw_fp8_supported.__wrapped__
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    for cap, want in [((8, 6), False), ((8, 9), True), ((9, 0), True), ((7, 5), False), ((12, 0), True)]:
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i, cap=cap: cap)
+        assert check(0) is want, cap
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert check(0) is False
+
+
 def test_empty_and_idempotent():
     """T=0 is a no-op; QDQ of a QDQ'd tensor changes nothing (the second scale is never coarser, so
     every value is already on its grid). Blocks that overflowed to inf are zeroed first: inf is
@@ -282,11 +296,11 @@ for k, v in d.items():
     out[k] = t.view(torch.int16).numpy().view(np.uint16)
 np.savez(sys.argv[2], **out)
 """
-TS_INTERP = (1, 3)  # Flash shape; T=37 with narrow rows (the interpreter runs programs one by one)
+TS_INTERP = (1,)  # Flash shape; T=3 and 37 with narrow rows (the interpreter runs programs one by one)
 STRIDED = dict(T=3, g=4, d=256)
 RAGGED = dict(T=3, g=2, d=96)  # D not a power of two: the chunk is 128, the last 32 columns masked
 CHUNKED = dict(T=1, g=1, d=4096)
-CHUNKS = (32, 1024, 4096)  # _pick_chunk: next_power_of_2(block), small T, >= 2048 rows
+CHUNKS = (128, 1024, 4096)  # 1024: the wrapper's small-T chunk, 4096: its >= 2048-row chunk
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +312,9 @@ def interp_results(tmp_path_factory):
 
     cases = {f"T{T}": case(T) for T in TS_INTERP}
     cases["ragged"] = case(**RAGGED)
-    cases["T37narrow"] = case(37, 2, 128)
+    cases["T3narrow"] = case(3, 2, 256)
+    cases["T37narrow"] = case(37, 1, 64)
+    cases["D32"] = case(3, 2, 32)  # the wrapper's smallest chunk: one block
     src, _, seed = case(**STRIDED)
     buf = torch.full((STRIDED["T"], STRIDED["g"] + 1, STRIDED["d"] + 64), -7.0, dtype=torch.bfloat16)
     buf[:, :STRIDED["g"], 32:32 + STRIDED["d"]] = src
@@ -324,7 +340,7 @@ def _as_bf16(b: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
 
 
-@pytest.mark.parametrize("name", [f"T{T}" for T in TS_INTERP] + ["ragged", "T37narrow"])
+@pytest.mark.parametrize("name", [f"T{T}" for T in TS_INTERP] + ["ragged", "T3narrow", "T37narrow", "D32"])
 def test_triton_interpreter_matches_oracle(interp_results, name):
     got, want, seed = interp_results[name]
     assert_same_bits(_as_bf16(got), want, f"Triton (interpreter, emulated) {name}", seed)
@@ -357,7 +373,7 @@ def test_pick_chunk_covers_the_row_and_block():
 
     for rows, d in [(1, 4096), (8, 4096), (2047, 4096), (2048, 4096), (10**5, 4096), (5, 96), (5, 32)]:
         c = _pick_chunk(rows, d, BLOCK)
-        assert c in CHUNKS + (128,) and c >= BLOCK and c < 2 * max(d, BLOCK)
+        assert c in CHUNKS + (BLOCK,) and c >= BLOCK and c < 2 * max(d, BLOCK)
 
 
 # ---------------------------------------------------------------------------------------------
