@@ -209,9 +209,11 @@ def mutant_source(target: str, index: int) -> str:
     return ast.unparse(tree) + "\n"
 
 
-def make_sandbox() -> Path:
+def make_sandbox(targets: list[str]) -> Path:
     """A copy of what the kernel tests need (kernels/, tests/kernels/, tests/conftest.py, the pytest
-    configuration); mutants are written into it, never into the repository."""
+    configuration); mutants are written into it, never into the repository. The target files are
+    written as ast.unparse gives them (the same rewrite as every mutant, minus the mutation), so the
+    baseline run checks that the rewrite alone changes nothing."""
     box = Path(tempfile.mkdtemp(prefix="dsv4-mutants-"))
     shutil.copytree(ROOT / "kernels", box / "kernels", ignore=shutil.ignore_patterns("__pycache__", "results"))
     (box / "tests").mkdir()
@@ -220,7 +222,45 @@ def make_sandbox() -> Path:
     shutil.copy(ROOT / "tests" / "conftest.py", box / "tests" / "conftest.py")
     (box / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\nmarkers =\n    gpu: gpu\n"
                                     "    network: network\n    slow: slow\n    sm100: sm100\n")
+    for t in targets:
+        rel = TARGETS[t][0]
+        (box / rel).write_text(ast.unparse(ast.parse((ROOT / rel).read_text())) + "\n")
     return box
+
+
+def run_all(mutants: list[Mutant], workers: int, marker: str, timeout: float) -> list[Mutant]:
+    """Run the mutants on `workers` forked workers, each with its own sandbox; results in order."""
+    targets = sorted({m.target for m in mutants})
+    shares = [mutants[i::workers] for i in range(workers)]
+    outdir = Path(tempfile.mkdtemp(prefix="dsv4-mutants-results-"))
+    pids = []
+    for w, share in enumerate(shares):
+        pid = os.fork()
+        if pid == 0:
+            box = make_sandbox(targets)
+            try:
+                for m in share:
+                    run_mutant(box, m, marker, timeout)
+                    mark = "." if m.outcome == "killed" else "S"
+                    print(f"{mark} {m.target}:{m.index} {TARGETS[m.target][0]}:{m.line} {m.what} "
+                          f"({m.seconds:.1f} s) {m.killer}", flush=True)
+                (outdir / f"{w}.json").write_text(json.dumps([m.__dict__ for m in share]))
+            finally:
+                shutil.rmtree(box, ignore_errors=True)
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    done = {}
+    for w in range(workers):
+        f = outdir / f"{w}.json"
+        for d in (json.loads(f.read_text()) if f.exists() else []):
+            done[(d["target"], d["index"])] = Mutant(**d)
+    shutil.rmtree(outdir, ignore_errors=True)
+    for m in mutants:
+        if (m.target, m.index) not in done:
+            m.outcome, m.killer = "error", "worker died"
+    return [done.get((m.target, m.index), m) for m in mutants]
 
 
 class _FirstFailure:
@@ -302,6 +342,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per mutant")
     ap.add_argument("--only", help="comma-separated mutant ids (target:index) to run")
     ap.add_argument("--json", type=Path, help="write every mutant's result here")
+    ap.add_argument("--workers", type=int, default=1, help="mutants run in parallel (default 1)")
     a = ap.parse_args()
 
     mutants = [m for t in (a.target or list(TARGETS)) for m in enumerate_mutants(t)]
@@ -323,27 +364,21 @@ def main() -> int:
     import hypothesis  # noqa: F401
     import triton  # noqa: F401
 
-    box = make_sandbox()
+    targets = sorted({m.target for m in mutants})
+    all_tests = sorted({f for t in targets for f in TARGETS[t][1]})
+    box = make_sandbox(targets)
     try:
-        targets = sorted({m.target for m in mutants})
-        for t in targets:  # the baseline is the same rewrite (ast.unparse) with no mutation
-            rel = TARGETS[t][0]
-            (box / rel).write_text(ast.unparse(ast.parse((ROOT / rel).read_text())) + "\n")
-        all_tests = sorted({f for t in targets for f in TARGETS[t][1]})
         killer, secs = _fork_pytest(box, all_tests, "", a.marker, a.timeout * 4)
-        if killer:
-            print(f"baseline fails ({killer}): fix the tests first", file=sys.stderr)
-            return 1
-        print(f"baseline: the unmutated copy passes {len(all_tests)} test files ({secs:.0f} s)", flush=True)
-        t0 = time.monotonic()
-        for i, m in enumerate(mutants, 1):
-            run_mutant(box, m, a.marker, a.timeout)
-            mark = "." if m.outcome == "killed" else "S"
-            print(f"[{i}/{len(mutants)}] {mark} {m.target}:{m.index} {TARGETS[m.target][0]}:{m.line} "
-                  f"{m.what} ({m.seconds:.1f} s) {m.killer}", flush=True)
-        dt = time.monotonic() - t0
     finally:
         shutil.rmtree(box, ignore_errors=True)
+    if killer:
+        print(f"baseline fails ({killer}): fix the tests first", file=sys.stderr)
+        return 1
+    print(f"baseline: the unmutated copy passes {len(all_tests)} test files ({secs:.0f} s); "
+          f"{len(mutants)} mutants on {a.workers} worker(s)", flush=True)
+    t0 = time.monotonic()
+    mutants = run_all(mutants, a.workers, a.marker, a.timeout)
+    dt = time.monotonic() - t0
 
     report(mutants, dt)
     if a.json:
@@ -360,6 +395,9 @@ def report(mutants: list[Mutant], seconds: float) -> None:
         print(f"{t:<20} {len(ms):>7} {k:>7} {k / len(ms):>9.1%}")
     k = sum(m.outcome == "killed" for m in mutants)
     print(f"{'all':<20} {len(mutants):>7} {k:>7} {k / max(len(mutants), 1):>9.1%}   ({seconds:.0f} s)")
+    errs = [m for m in mutants if m.outcome == "error"]
+    if errs:
+        print(f"\nnot run (worker died): {len(errs)}")
     surv = [m for m in mutants if m.outcome == "survived"]
     print(f"\nsurvivors: {len(surv)}")
     for m in surv:
