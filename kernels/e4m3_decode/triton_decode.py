@@ -67,10 +67,16 @@ def _decode_bytes_kernel(x_ptr, out_ptr, n, MANUAL_DECODE: tl.constexpr, BLOCK: 
     tl.store(out_ptr + offs, y, mask=mask)
 
 
-def decode_bytes(codes: torch.Tensor, manual_decode: bool = True) -> torch.Tensor:
-    """Elementwise e4m3fn decode of a uint8 tensor through one of the two Triton helpers."""
+def decode_bytes(codes: torch.Tensor, manual_decode: bool = True,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """Elementwise e4m3fn decode of a uint8 tensor through one of the two Triton helpers.
+
+    `out` (optional): a contiguous float32 tensor with codes.numel() elements to write into."""
     flat = codes.reshape(-1).contiguous()
-    out = torch.empty(flat.shape, dtype=torch.float32, device=codes.device)
+    if out is None:
+        out = torch.empty(flat.shape, dtype=torch.float32, device=codes.device)
+    elif out.dtype != torch.float32 or out.numel() != flat.numel() or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous float32 tensor of {flat.numel()} elements")
     block = 1024
     _decode_bytes_kernel[(triton.cdiv(flat.numel(), block),)](
         flat, out, flat.numel(), MANUAL_DECODE=manual_decode, BLOCK=block)

@@ -61,9 +61,12 @@ def test_e4m3_decode_landmarks():
     assert d[7] == -448.0
 
 
-def test_e4m3_decode_rejects_wider_ints():
-    with pytest.raises(TypeError):
-        codecs.e4m3_decode(np.array([1, 2], dtype=np.int32))
+@pytest.mark.parametrize("decode", [codecs.e4m3_decode, codecs.ue8m0_decode, codecs.ue4m3_decode,
+                                    codecs.e2m1_decode])
+def test_decoders_reject_wider_ints(decode):
+    """An int32 array of codes is a caller's mistake (a table lookup would accept 256 and up)."""
+    with pytest.raises(TypeError, match="uint8"):
+        decode(np.array([1, 2], dtype=np.int32))
 
 
 # ------------------------------------------------------------------ e4m3 encode
@@ -229,7 +232,8 @@ def test_ue8m0_torch_rounding_matches_torch():
     x = np.concatenate([
         np.exp2(rng.uniform(-140, 128, 50_000)) * rng.choice([-1, 1], 50_000),
         [0.0, -0.0, np.nan, np.inf, -np.inf, 1.5, 1.25, 1.4999999, 3.0, 0.75, 2.0**-127,
-         2.0**-127 * 1.5, 2.0**-149, 2.0**127 * 1.5, 3e38],
+         2.0**-127 * 1.5, 2.0**-149, 2.0**127 * 1.5, 3e38,
+         2.0**-126 * 1.5, 2.0**-125 * 1.5, 2.0**-126 * 1.25],  # exponent 1, 2: the ties of a normal
     ]).astype(np.float32)
     ref = torch.from_numpy(x).to(torch.float8_e8m0fnu).view(torch.uint8).numpy()
     ours = codecs.ue8m0_encode(x, rounding="torch")
@@ -286,6 +290,13 @@ def test_e2m1_encode_ties_and_saturation():
     assert codecs.e2m1_decode(codecs.e2m1_encode(x)).tolist()[:9] == [0, 1, 1, 2, 2, 4, 4, 6, 6]
     with pytest.raises(ValueError):
         codecs.e2m1_encode(np.array([np.nan]))
+
+
+def test_e2m1_decode_refuses_packed_bytes():
+    assert codecs.e2m1_decode(np.array([15], np.uint8)).tolist() == [-6.0]
+    for bad in (16, 0x21, 255):
+        with pytest.raises(ValueError, match="e2m1_unpack"):
+            codecs.e2m1_decode(np.array([3, bad], np.uint8))
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)

@@ -57,6 +57,27 @@ def _interpreter_worker(case_dir: str) -> None:
     codes = torch.from_numpy(case["codes"])
     manual = td.decode_bytes(codes, manual_decode=True).numpy()
     results = {"manual_codes": manual}
+    # more than one program, the last one partial, into a view of a poisoned buffer
+    many = torch.from_numpy(np.tile(case["codes"], 6)[:2 * 1024 + 777].copy())
+    big = torch.full((many.numel() + 64,), -3.0)
+    td.decode_bytes(many, manual_decode=True, out=big[:many.numel()])
+    results["many_codes"], results["many_out"] = many.numpy(), big.numpy()
+    # one slot, one token a program, a caller's out, a single block with an odd (unused) stride,
+    # and block_size 1
+    flat = torch.from_numpy(case["flat_64"])
+    view = flat.as_strided((3, 64, L.TOKEN_BYTES), (L.block_bytes(64), L.TOKEN_BYTES, 1))
+    results["one_slot"] = td.gather_dequantize(view, torch.tensor([0]), 64).numpy()
+    results["one_slot_ref"] = naive.dequantize(view, torch.tensor([0]), 64).numpy()
+    slots = torch.tensor([5, 0, 130, 64])
+    out = torch.empty(4, 512)
+    td.gather_dequantize(view, slots, 64, tokens_per_program=1, out=out)
+    results["tpp1"], results["tpp1_ref"] = out.numpy(), naive.dequantize(view, slots, 64).numpy()
+    single = flat[:L.block_bytes(64)].as_strided((1, 64, L.TOKEN_BYTES), (12345, L.TOKEN_BYTES, 1))
+    results["single_block"] = td.gather_dequantize(single, torch.tensor([63, 0]), 64).numpy()
+    results["single_block_ref"] = naive.dequantize(single, torch.tensor([63, 0]), 64).numpy()
+    bs1 = flat[:3 * 586].view(3, 586)  # 584 bytes a block, stride 586 (even)
+    results["bs1"] = td.gather_dequantize(bs1, torch.tensor([2, 0, 1]), 1).numpy()
+    results["bs1_ref"] = naive.dequantize(bs1, torch.tensor([2, 0, 1]), 1).numpy()
     for block_size, pad in [(16, 48), (64, 0)]:
         flat = torch.from_numpy(case[f"flat_{block_size}"])
         stride = L.block_bytes(block_size) + pad
@@ -99,11 +120,14 @@ def interpreted(tmp_path_factory):
                                 rng.permutation(np.arange(2, nb * block_size - 1))[:6]])
         case[f"slots_{block_size}"] = slots.astype(np.int64)
     np.savez(d / "case.npz", **case)
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, __file__, str(d)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    if os.environ.get("TRITON_INTERPRET") == "1":  # this process already interprets (mutation runs)
+        _interpreter_worker(str(d))
+    else:
+        env = dict(os.environ, TRITON_INTERPRET="1",
+                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.run([sys.executable, __file__, str(d)], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
     return case, dict(np.load(d / "out.npz"))
 
 
@@ -113,6 +137,22 @@ def test_manual_decode_all_256_codes_interpreter(interpreted):
     assert same_f32_bits(out["manual_codes"], ref)
     assert np.isnan(out["manual_codes"][[0x7F, 0xFF]]).all()
     assert np.signbit(out["manual_codes"][0x80]) and out["manual_codes"][0x80] == 0
+
+
+def test_decode_many_programs_into_a_view_interpreter(interpreted):
+    """2,825 codes: three programs, the last partial; every output written, nothing past it."""
+    _, out = interpreted
+    n = out["many_codes"].size
+    assert same_f32_bits(out["many_out"][:n], e4m3_to_f32_reference(out["many_codes"]))
+    assert (out["many_out"][n:] == -3.0).all()
+
+
+@pytest.mark.parametrize("name", ["one_slot", "tpp1", "single_block", "bs1"])
+def test_gather_edge_launches_interpreter(interpreted, name):
+    """One slot; one token a program (into the caller's out); a single-block cache whose stride is
+    odd but never used; a cache of one token a block."""
+    _, out = interpreted
+    assert same_f32_bits(out[name], out[name + "_ref"])
 
 
 @pytest.mark.parametrize("block_size", [16, 64])
@@ -151,6 +191,7 @@ def test_gather_reference_agrees_with_float64_oracle_on_planted_slots(interprete
     (dict(block_size=0), "block_size"),
     (dict(out=torch.empty(2, 512, dtype=torch.float64)), "out must be"),
     (dict(out=torch.empty(3, 512)), "out must be"),
+    (dict(out=torch.empty(512, 2).t()), "out must be"),
 ])
 def test_gather_refuses_bad_arguments_before_triton(kwargs, what):
     """On CPU tensors without the interpreter Triton would fail too, with another error; the
@@ -161,6 +202,22 @@ def test_gather_refuses_bad_arguments_before_triton(kwargs, what):
     with pytest.raises(ValueError, match=what):
         td.gather_dequantize(view, torch.tensor([0, 5]), kwargs.pop("block_size", 16), **kwargs)
     assert torch.equal(flat, before)
+
+
+def test_gather_refuses_caches_it_cannot_read_as_bf16():
+    """RoPE is read as bf16: an odd block stride (with more than one block) or an odd base address
+    would misalign it. Refused before launch."""
+    from kernels.e4m3_decode import triton_decode as td
+    flat = torch.zeros(3 * (16 * 584 + 1) + 1, dtype=torch.uint8)
+    odd = flat.as_strided((3, 16, 584), (16 * 584 + 1, 584, 1))
+    with pytest.raises(ValueError, match="block stride must be even"):
+        td.gather_dequantize(odd, torch.tensor([0]), 16)
+    two = flat.as_strided((2, 16, 584), (16 * 584 + 1, 584, 1))
+    with pytest.raises(ValueError, match="block stride must be even"):
+        td.gather_dequantize(two, torch.tensor([0]), 16)
+    shifted = flat[1:1 + 2 * 16 * 584].view(2, 16, 584)
+    with pytest.raises(ValueError, match="2-byte aligned"):
+        td.gather_dequantize(shifted, torch.tensor([0]), 16)
 
 
 # ---------------------------------------------------------------- GPU

@@ -214,13 +214,57 @@ def test_extreme_scale_bytes_decode():
 
 def test_block_view_refuses_layouts_it_cannot_address():
     flat = torch.zeros(4 * 16 * 584, dtype=torch.uint8)
-    with pytest.raises(ValueError):  # too few bytes per block for block_size=64
+    with pytest.raises(ValueError, match="a block holds"):  # too few bytes per block for 64
         naive.block_view(flat.view(4, 16 * 584), 64)
+    with pytest.raises(ValueError, match="a block holds"):  # the same with a single block
+        naive.block_view(flat.view(1, 4 * 16 * 584)[:, :16 * 584], 64)
     strided = flat.view(4, 16, 584)[:, :, ::2]
-    with pytest.raises(ValueError):  # bytes inside a block are not dense
+    with pytest.raises(ValueError, match="not dense"):
         naive.block_view(strided, 16)
-    with pytest.raises(ValueError):
-        naive.dequantize(flat.view(4, 16 * 584), torch.tensor([64]), 16)
+    wide = flat.view(2, 2 * 16 * 584)[:, ::2]  # enough bytes, but every other one
+    with pytest.raises(ValueError, match="not dense"):
+        naive.block_view(wide, 16)
+    overlapping = flat.as_strided((3, 16, 584), (1000, 584, 1))
+    with pytest.raises(ValueError, match="block stride"):
+        naive.block_view(overlapping, 16)
+    with pytest.raises(ValueError, match="block dimension"):
+        naive.block_view(flat, 16)
+    for slots in ([0, 64], [-1, 3], [63, 64, 0]):
+        with pytest.raises(ValueError, match="slot outside"):
+            naive.dequantize(flat.view(4, 16 * 584), torch.tensor(slots), 16)
+    kv = torch.zeros(2, 512)
+    with pytest.raises(ValueError, match="slot outside"):
+        naive.encode(flat.view(4, 16 * 584), torch.tensor([3, 64]), kv, 16)
+    for bad in (torch.zeros(2, 511), torch.zeros(2, 512, 1)):
+        with pytest.raises(ValueError, match="kv must be"):
+            naive.encode(flat.view(4, 16 * 584), torch.tensor([0, 1]), bad, 16)
+    assert not flat.any()  # nothing was written
+
+
+def test_block_view_accepts_what_it_can_address():
+    """Size-1 dims with any stride, a single block with any stride, and caches typed as another
+    dtype (read as their bytes) all give the same bytes as the plain uint8 view."""
+    flat, view = make_cache(2, 16, 0, logical_3d=True, seed=9)
+    slots = torch.tensor([0, 17, 31])
+    want = naive.dequantize(view, slots, 16)
+    odd_unit = flat.as_strided((2, 1, 16 * 584), (16 * 584, 7, 1))
+    assert bits_equal(naive.dequantize(odd_unit, slots, 16), want)
+    one = flat[:16 * 584].as_strided((1, 16, 584), (1, 584, 1))
+    assert bits_equal(naive.dequantize(one, torch.tensor([0, 15]), 16),
+                      naive.dequantize(view, torch.tensor([0, 15]), 16))
+    as_int8 = view.view(torch.int8)
+    assert bits_equal(naive.dequantize(as_int8, slots, 16), want)
+    as_bf16 = flat.view(torch.bfloat16).view(2, 16 * 584 // 2)
+    assert bits_equal(naive.dequantize(as_bf16, slots, 16), want)
+
+
+def test_rope_reader_returns_the_stored_bf16():
+    _, view = make_cache(2, 16, 8, logical_3d=True, seed=4)
+    slots = torch.tensor([3, 30])
+    kv = random_kv(2, torch.bfloat16, seed=4)
+    naive.encode(view, slots, kv, 16)
+    got = naive.rope(view, slots, 16)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, kv[:, 448:])
 
 
 def test_block_view_keeps_the_allocator_stride_without_copying():

@@ -66,9 +66,11 @@ def test_quantize_edges():
     z = np.zeros((2, 32))
     packed, sf, g = naive.quantize(z)
     assert not packed.any() and not sf.any() and naive.dequantize(packed, sf, g).tolist() == z.tolist()
-    with pytest.raises(ValueError):
+    assert g == 1.0  # an all-zero tensor gets global scale 1
+    assert naive.quantize(np.zeros((2, 0)))[2] == 1.0  # and so does an empty one
+    with pytest.raises(ValueError, match="NaN input"):
         naive.quantize(np.array([[1.0, np.nan]]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="K must be even"):
         naive.quantize(np.ones((1, 3)))
     # values exactly on the grid with scale 1 come back exactly
     x = np.array([np.tile(np.concatenate([E2M1_GRID, -E2M1_GRID]), 2)])
@@ -83,6 +85,7 @@ def test_quantize_edges():
     x = np.concatenate([np.full(16, 1e-3), np.full(16, 1e3)])[None]
     packed, sf, g = naive.quantize(x)
     assert sf[0, 0] == 0 and not naive.dequantize(packed, sf, g)[0, :16].any()
+    assert not packed[0, :8].any()  # a flushed block's codes are 0 too, not its raw values
 
 
 @given(st.lists(st.integers(0, 0x7E), min_size=1, max_size=40))
@@ -95,6 +98,15 @@ def test_sf_int32_pack_roundtrip(codes):
     for i, code in enumerate(codes):  # byte i % 4 of word i // 4, least significant first
         assert (int(p[i // 4]) >> (8 * (i % 4))) & 0xFF == code
     assert (naive.unpack_sf_int32(p, len(p) * 4)[len(codes):] == 0).all()  # zero-scale padding
+
+
+def test_sf_int32_pack_batched_rows():
+    """[rows, nb] scales pack row by row (the layout is per row of the scale tensor)."""
+    c = np.arange(2 * 6, dtype=np.uint8).reshape(2, 6) + 0x30
+    p = naive.pack_sf_int32(c)
+    assert p.shape == (2, 2)
+    assert p.view(np.uint32)[1, 0] == 0x39383736 and p.view(np.uint32)[1, 1] == 0x3B3A
+    np.testing.assert_array_equal(naive.unpack_sf_int32(p, 6), c)
 
 
 def test_sf_pack_refuses_signed_scale():
@@ -122,7 +134,7 @@ def test_fold_global_scale_single_rounding(code, g):
 
 def test_fold_global_scale_refuses_bad_input():
     for g in (np.nan, np.inf, -1.0):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="global scale must be"):
             naive.fold_global_scale(np.array([0x38], np.uint8), g)
 
 
@@ -184,5 +196,5 @@ def test_fold_global_scale_edges():
         naive.fold_global_scale(np.array([0x7E], np.uint8), 1.0 + 2.0**-20)
     assert naive.fold_global_scale(np.array([0x01], np.uint8), 0.5).tolist() == [0x00]  # tie -> even
     assert naive.fold_global_scale(np.array([0x01], np.uint8), 0.75).tolist() == [0x01]
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="NaN block scale"):
         naive.fold_global_scale(np.array([0x7F], np.uint8), 1.0)

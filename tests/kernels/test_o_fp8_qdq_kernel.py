@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, o_fp8_qdq_oracle
+from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, f64_to_bf16_bits, o_fp8_qdq_oracle
 from kernels.o_fp8_qdq.torch_qdq import o_fp8_qdq_torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,6 +168,40 @@ def test_oracle_tiny_block_uses_floor_scale():
     assert got[0] == 3 * 2.0**-31 and got[1] == 0.0
 
 
+def test_oracle_bf16_rounding_matches_torch():
+    """The oracle's float64 -> bf16 step on its own (QDQ outputs never need rounding, so the QDQ
+    tests cannot check it): round to nearest even on float32 inputs, ties both ways, NaN quieted,
+    against torch's bf16 cast."""
+    rng = np.random.default_rng(0xBF16)
+    bits32 = np.concatenate([rng.integers(0, 2**32, 20_000, dtype=np.uint64),
+                             [0x3F808000, 0x3F818000, 0x3F807FFF, 0x3F808001, 0x7F7FFFFF, 0xFF7F8000,
+                              0x00008000, 0x00018000, 0x80000000, 0x7F800000, 0x7FC00000, 0xFF800001,
+                              0x7F800001, 0x7FA00000]]).astype(np.uint32)
+    x = bits32.view(np.float32)
+    want = torch.from_numpy(x.copy()).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    got = f64_to_bf16_bits(x.astype(np.float64))
+    nan = np.isnan(x)
+    assert np.array_equal(got[~nan], want[~nan])
+    assert np.all((got[nan] & 0x7FC0) == 0x7FC0)  # a quiet NaN, whatever the payload
+
+
+def test_oracle_overflow_edge():
+    """float32 arithmetic turns |x| >= 2^128 - 2^103 (the half-way point above the largest float32)
+    into inf; anything else must be exactly a float32 number (the oracle's own assumption)."""
+    flt_max = float(np.finfo(np.float32).max)
+    x = np.array([2.0**128, -(2.0**128), 2.0**128 - 2.0**103, flt_max, 2.0**127 * 1.875, 1.0])
+    got = f64_to_bf16_bits(x)
+    assert got.tolist() == [0x7F80, 0xFF80, 0x7F80, 0x7F80, 0x7F70, 0x3F80]
+    for bad in (flt_max + 2.0**102, 1.0 + 2.0**-30):
+        with pytest.raises(ValueError, match="float32"):
+            f64_to_bf16_bits(np.array([bad]))
+
+
+def test_oracle_refuses_a_block_that_does_not_divide_d():
+    with pytest.raises(ValueError, match="multiple"):
+        o_fp8_qdq_oracle(np.zeros((1, 1, 48), np.uint16), 32)
+
+
 # ---------------------------------------------------------------------------------------------
 # CPU: eager torch and the patch file's eager path
 
@@ -223,6 +257,22 @@ def test_bad_arguments_fail_with_a_clear_message(shape, block, what):
     assert torch.equal(o, before)
 
 
+@pytest.mark.parametrize("block,shape", [(1, (1, 1, 1)), (1, (2, 3, 8)), (64, (3, 2, 256)), (2, (1, 1, 2))])
+def test_other_power_of_two_blocks_match_oracle(block, shape):
+    """The block is a setting: every power of two that divides D is valid, one value per block
+    included (then x is rounded to e4m3 under its own scale)."""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+
+    o = make_o(shape[0], 77, shape[1], max(shape[2], BLOCK))[..., :shape[2]].contiguous()
+    o.view(-1)[0] = 450.0  # never left untouched: rounds to 448
+    want = o_fp8_qdq_oracle(bits(o), block)
+    for emulate in (False, True):
+        x = o.clone()
+        o_fp8_qdq_(x, block, emulate=emulate)
+        assert_same_bits(x, want, f"block={block} shape={shape} emulate={emulate}", 77)
+        assert_same_bits(o_fp8_qdq_torch(o, block, emulate), want, f"torch_qdq block={block}", 77)
+
+
 def test_non_contiguous_last_dim_is_refused():
     from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
 
@@ -276,26 +326,34 @@ def test_empty_and_idempotent():
 # Triton interpreter (CPU): the patch file's kernel, emulated rounding
 
 
-_INTERP_SCRIPT = r"""
-import sys, numpy as np, torch, triton
-from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
-d = dict(np.load(sys.argv[1]))
-out = {}
-for k, v in d.items():
-    t = torch.from_numpy(v.view(np.int16)).view(torch.bfloat16).clone()
-    if k == "strided":
-        view = t[:, :-1, 32:-32]  # [T, G, D] view of [T, G + 1, D + 64]
-        K.o_fp8_qdq_(view, 32, emulate=True)
-    elif k.startswith("chunk"):  # the kernel itself, at a chunk size the wrapper picks for other T
-        chunk = int(k[5:])
-        T, G, D = t.shape
-        K._o_fp8_qdq_kernel[(T * G, triton.cdiv(D, chunk))](
-            t, G, D, t.stride(0), t.stride(1), BLOCK=32, CHUNK=chunk, HW_FP8=False, num_warps=4)
-    else:
-        K.o_fp8_qdq_(t, 32, emulate=True)
-    out[k] = t.view(torch.int16).numpy().view(np.uint16)
-np.savez(sys.argv[2], **out)
-"""
+def _interpreter_worker(in_path: str, out_path: str) -> None:
+    """Runs the patch file's kernel on every array of in_path (TRITON_INTERPRET=1 must be set before
+    triton.jit runs); writes the results to out_path."""
+    import triton
+
+    from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
+
+    def no_eager(*args, **kwargs):
+        raise AssertionError("under TRITON_INTERPRET=1 the wrapper must run the Triton kernel")
+
+    K._o_fp8_qdq_torch_ = no_eager  # what these tests check is the kernel, not the CPU fallback
+    out = {}
+    for k, v in dict(np.load(in_path)).items():
+        t = torch.from_numpy(v.view(np.int16)).view(torch.bfloat16).clone()
+        if k == "strided":
+            view = t[:, :-1, 32:-32]  # [T, G, D] view of [T, G + 1, D + 64]
+            K.o_fp8_qdq_(view, 32, emulate=True)
+        elif k.startswith("chunk"):  # the kernel itself, at a chunk size the wrapper picks for other T
+            chunk = int(k[5:])
+            T, G, D = t.shape
+            K._o_fp8_qdq_kernel[(T * G, triton.cdiv(D, chunk))](
+                t, G, D, t.stride(0), t.stride(1), BLOCK=32, CHUNK=chunk, HW_FP8=False, num_warps=4)
+        else:
+            K.o_fp8_qdq_(t, 32, emulate=True)
+        out[k] = t.view(torch.int16).numpy().view(np.uint16)
+    np.savez(out_path, **out)
+
+
 TS_INTERP = (1,)  # Flash shape; T=3 and 37 with narrow rows (the interpreter runs programs one by one)
 STRIDED = dict(T=3, g=4, d=256)
 RAGGED = dict(T=3, g=2, d=96)  # D not a power of two: the chunk is 128, the last 32 columns masked
@@ -324,10 +382,13 @@ def interp_results(tmp_path_factory):
         arrays[f"chunk{c}"] = bits(case(**CHUNKED)[0])
     d = tmp_path_factory.mktemp("interp")
     np.savez(d / "in.npz", **arrays)
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", _INTERP_SCRIPT, str(d / "in.npz"), str(d / "out.npz")],
-                       env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    if os.environ.get("TRITON_INTERPRET") == "1":  # this process already interprets (mutation runs)
+        _interpreter_worker(str(d / "in.npz"), str(d / "out.npz"))
+    else:
+        env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+        p = subprocess.run([sys.executable, __file__, str(d / "in.npz"), str(d / "out.npz")],
+                           env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
     out = dict(np.load(d / "out.npz"))
     res = {k: (out[k], v[1], v[2]) for k, v in cases.items()}
     res["strided"] = (out["strided"], case(**STRIDED)[1], seed)
@@ -371,9 +432,12 @@ def test_pick_chunk_covers_the_row_and_block():
     block, and no more than the row needs (so small T spreads over more programs)."""
     from kernels.o_fp8_qdq.sglang_o_fp8_qdq import _pick_chunk
 
-    for rows, d in [(1, 4096), (8, 4096), (2047, 4096), (2048, 4096), (10**5, 4096), (5, 96), (5, 32)]:
+    for rows, d in [(1, 4096), (8, 4096), (2047, 4096), (2048, 4096), (10**5, 4096), (5, 96), (5, 32),
+                    (2048, 8192), (3, 8192)]:
         c = _pick_chunk(rows, d, BLOCK)
-        assert c in CHUNKS + (BLOCK,) and c >= BLOCK and c < 2 * max(d, BLOCK)
+        assert c in CHUNKS + (BLOCK,) and c >= BLOCK and c < 2 * max(d, BLOCK), (rows, d, c)
+    # the large-T configuration the GPU tests reach at T=300 (2400 rows), and not below 2048 rows
+    assert _pick_chunk(300 * G, D, BLOCK) == 4096 and _pick_chunk(2047, D, BLOCK) == 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,3 +503,7 @@ def test_triton_gpu_strided_view_and_cuda_graph(emulate):
     mask = torch.ones_like(buf, dtype=torch.bool)
     mask[:, :G, 64:] = False
     assert torch.all(buf[mask] == -7.0)
+
+
+if __name__ == "__main__":
+    _interpreter_worker(sys.argv[1], sys.argv[2])
