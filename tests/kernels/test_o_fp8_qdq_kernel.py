@@ -337,6 +337,16 @@ def _interpreter_worker(in_path: str, out_path: str) -> None:
         raise AssertionError("under TRITON_INTERPRET=1 the wrapper must run the Triton kernel")
 
     K._o_fp8_qdq_torch_ = no_eager  # what these tests check is the kernel, not the CPU fallback
+    real, warps = K._o_fp8_qdq_kernel, []
+
+    class LaunchSpy:  # records the launch configuration a GPU would get
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                warps.append(kwargs.get("num_warps", 4))
+                return real[grid](*args, **kwargs)
+            return launch
+
+    K._o_fp8_qdq_kernel = LaunchSpy()
     out = {}
     for k, v in dict(np.load(in_path)).items():
         t = torch.from_numpy(v.view(np.int16)).view(torch.bfloat16).clone()
@@ -351,6 +361,7 @@ def _interpreter_worker(in_path: str, out_path: str) -> None:
         else:
             K.o_fp8_qdq_(t, 32, emulate=True)
         out[k] = t.view(torch.int16).numpy().view(np.uint16)
+    out["num_warps"] = np.array(warps)
     np.savez(out_path, **out)
 
 
@@ -394,7 +405,14 @@ def interp_results(tmp_path_factory):
     res["strided"] = (out["strided"], case(**STRIDED)[1], seed)
     for c in CHUNKS:
         res[f"chunk{c}"] = (out[f"chunk{c}"], case(**CHUNKED)[1], case(**CHUNKED)[2])
+    res["num_warps"] = out["num_warps"]
     return res
+
+
+def test_triton_interpreter_launch_config_is_valid_on_a_gpu(interp_results):
+    """The interpreter ignores num_warps; a GPU takes only powers of two up to 32 (one per launch)."""
+    warps = interp_results["num_warps"].tolist()
+    assert len(warps) == len(interp_results) - 1 and all(w in (1, 2, 4, 8, 16, 32) for w in warps)
 
 
 def _as_bf16(b: np.ndarray) -> torch.Tensor:
@@ -437,7 +455,8 @@ def test_pick_chunk_covers_the_row_and_block():
         c = _pick_chunk(rows, d, BLOCK)
         assert c in CHUNKS + (BLOCK,) and c >= BLOCK and c < 2 * max(d, BLOCK), (rows, d, c)
     # the large-T configuration the GPU tests reach at T=300 (2400 rows), and not below 2048 rows
-    assert _pick_chunk(300 * G, D, BLOCK) == 4096 and _pick_chunk(2047, D, BLOCK) == 1024
+    assert _pick_chunk(300 * G, D, BLOCK) == 4096 and _pick_chunk(2048, D, BLOCK) == 4096
+    assert _pick_chunk(2047, D, BLOCK) == 1024
 
 
 # ---------------------------------------------------------------------------------------------
