@@ -85,7 +85,12 @@ def test_quantize_edges():
     x = np.concatenate([np.full(16, 1e-3), np.full(16, 1e3)])[None]
     packed, sf, g = naive.quantize(x)
     assert sf[0, 0] == 0 and not naive.dequantize(packed, sf, g)[0, :16].any()
-    assert not packed[0, :8].any()  # a flushed block's codes are 0 too, not its raw values
+    assert not packed[0, :8].any()  # a flushed block's codes are 0 too
+    # ... also where its raw values would have codes of their own (0.5 is E2M1 code 1): with a
+    # global scale of 100, 0.5 / 6 / 100 is below half the smallest UE4M3 (2^-10), so the scale is 0
+    x = np.concatenate([np.full(16, 0.5), np.full(16, 1e5)])[None]
+    packed, sf, g = naive.quantize(x, global_scale=100.0)
+    assert sf[0, 0] == 0 and not packed[0, :8].any()
 
 
 @given(st.lists(st.integers(0, 0x7E), min_size=1, max_size=40))
