@@ -204,6 +204,14 @@ def test_gather_refuses_bad_arguments_before_triton(kwargs, what):
     assert torch.equal(flat, before)
 
 
+@pytest.mark.parametrize("out", [torch.empty(6, dtype=torch.float64), torch.empty(5),
+                                 torch.empty(12)[::2]])
+def test_decode_refuses_an_out_it_cannot_fill(out):
+    from kernels.e4m3_decode import triton_decode as td
+    with pytest.raises(ValueError, match="out must be"):
+        td.decode_bytes(torch.zeros(6, dtype=torch.uint8), out=out)
+
+
 def test_gather_refuses_caches_it_cannot_read_as_bf16():
     """RoPE is read as bf16: an odd block stride (with more than one block) or an odd base address
     would misalign it. Refused before launch."""
