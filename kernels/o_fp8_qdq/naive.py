@@ -39,7 +39,7 @@ def f64_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     arithmetic (the reference's `q * s` in fp32) turns into +-inf, and so does this.
     """
     x = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow and NaN are handled below
         f32 = x.astype(np.float32)
     # float32 rounds to nearest: |x| >= 2^128 - 2^103 overflows; below that x must be exact.
     overflow = np.abs(x) >= np.float64(2.0**128 - 2.0**103)
