@@ -2,9 +2,12 @@
 
     OUT/<stack>   branch dsv4/<stack>; refs/dsv4/base = the pinned base; .git/dsv4/state.json
 
-Built in a staging directory with `git am --3way --keep-cr -k` (author, date and subject kept;
-fixed committer identity and date, so the same inputs give the same commit hashes) and swapped in
-only on success. Re-running with the same base and patch bytes is a no-op.
+Built in a staging directory with the commits `git am --3way --keep-cr -k` makes (author, date
+and subject kept; fixed committer identity and date, so the same inputs give the same commit
+hashes) and swapped in only on success. The commits come from one `git fast-import` where that is
+provably the same (fastapply.py); from the first patch it declines, `git am` itself applies the
+rest. Re-running with the same base and patch bytes is a no-op; with only later patches changed,
+the tree keeps its leading commits and re-applies the rest in place (incremental.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from .config import StackConfig
 from .errors import ConflictError, Dsv4Error, PatchFormatError
 from .gitcmd import Git
+from . import incremental
 from .outdir import OutDir
 from .patchfile import PatchFile
 from .sources import BaseTree, Cache, Progress, materialize
@@ -200,6 +204,8 @@ def build_tree(
     outdir = OutDir(out)
     with outdir.locked():
         target = outdir.tree(name)
+        if target.exists():
+            incremental.recover(target, write_state, force=force)
         state = read_state(target) if target.exists() else None
         if state:
             pristine, why = tree_is_pristine(target, state)
@@ -212,6 +218,10 @@ def build_tree(
                     f"{target}: {why}; re-applying would discard them",
                     hint=f"run `dsv4-patch export {stack_cfg.name}` to keep them, or pass --force",
                 )
+            if pristine:
+                res = _apply_incrementally(stack_cfg, target, state, sub, fp, fp_source, upto, base, t0, progress)
+                if res:
+                    return res
         elif target.exists() and not force:
             raise Dsv4Error(f"{target} exists and was not built by dsv4-patch", hint="choose another --out or pass --force")
         base = base or materialize(stack_cfg, cache, kind=source_kind, progress=progress)
@@ -220,14 +230,18 @@ def build_tree(
         g = Git(staging)
         g.run("clone", "--quiet", "--no-checkout", "--local", str(base.git_dir), ".")
         g.run("remote", "remove", "origin")
-        g.run("checkout", "--quiet", "-B", f"dsv4/{stack_cfg.name}", base.commit)
         g.run("update-ref", BASE_REF, base.commit)
         if patches:
             say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
-            rc, log = _am(g, staging, patches, threeway)
+        fast, why = incremental.fast_commits(g, base.commit, [with_trailer(p) for p in patches])
+        g.run("checkout", "--quiet", "-B", f"dsv4/{stack_cfg.name}", fast[-1] if fast else base.commit)
+        rest = patches[len(fast):]
+        if rest:
+            say(progress, f"{stack_cfg.name}: git am from {rest[0].name} ({why})")
+            rc, log = _am(g, staging, rest, threeway)
             if rc != 0:
                 nxt = staging / ".git" / "rebase-apply" / "next"  # git am's 1-based index of the failing patch
-                idx = int(nxt.read_text()) - 1 if nxt.exists() else 0
+                idx = len(fast) + (int(nxt.read_text()) - 1 if nxt.exists() else 0)
                 failure = _failure_details(g, patches[idx], log)
                 failure.failed_tree = str(outdir.keep_failed(name, staging))
                 raise ConflictError(failure.message, report=failure,
@@ -244,11 +258,45 @@ def build_tree(
             raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
         state = {"fingerprint": fp, "fingerprint_source": fp_source,
                  "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
-                 "commits": commits, "stack": stack_cfg.name, "upto": upto}
+                 "commits": commits, "stack": stack_cfg.name, "upto": upto,
+                 "made": incremental.made_record([p.name for p in patches], [p.raw for p in patches], commits),
+                 "reuse_key": incremental.reuse_key(stack_cfg, fp_source, base.commit)}
         write_state(staging, state)
         outdir.swap_in(name, staging)
         return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,
                            time.monotonic() - t0, note=base.note)
+
+
+def _apply_incrementally(stack_cfg: StackConfig, target: Path, state: dict, sub: LoadedStack, fp: str,
+                         fp_source: str | None, upto: int | None, base: BaseTree | None, t0: float,
+                         progress: Progress) -> ApplyResult | None:
+    """Keep the tree's leading commits whose patches are unchanged and re-apply the rest in place;
+    None when that cannot be done exactly (then the caller rebuilds from scratch)."""
+    base_commit = state.get("base")
+    if not base_commit or (base is not None and base.commit != base_commit):
+        return None
+    names, raws = [p.name for p in sub.patches], [p.raw for p in sub.patches]
+    key = incremental.reuse_key(stack_cfg, fp_source, base_commit)
+    k = incremental.reusable_prefix(state, key, names, raws)
+    if k is None:
+        return None
+    kept = [(n, c) for n, _, c in state["made"][:k]]
+    start = kept[-1][1] if kept else base_commit
+    g = Git(target)
+    new, why = incremental.fast_commits(g, start, [with_trailer(p) for p in sub.patches[k:]])
+    if len(new) < len(sub.patches) - k:
+        say(progress, f"{stack_cfg.name}: rebuilding ({sub.patches[k + len(new)].name}: {why})")
+        return None
+    commits = kept + list(zip(names[k:], new))
+    tip = commits[-1][1] if commits else base_commit
+    new_state = {**state, "fingerprint": fp, "fingerprint_source": fp_source, "tip": tip,
+                 "commits": [list(c) for c in commits], "upto": upto,
+                 "made": incremental.made_record(names, raws, commits), "reuse_key": key}
+    incremental.switch_in_place(target, state["tip"], tip, f"dsv4/{stack_cfg.name}", new_state, write_state)
+    note = f"incremental: kept {k} commits, re-applied {len(new)} patches"
+    say(progress, f"{stack_cfg.name}: {note}")
+    return ApplyResult(stack_cfg.name, target, "applied", base_commit, state["source"], commits,
+                       time.monotonic() - t0, note=note)
 
 
 def _refuse_unsafe(stack_cfg: StackConfig, patches: list[PatchFile]) -> None:
