@@ -94,10 +94,10 @@ def _patchbreak(ln: bytes) -> bool:
     """mailinfo's patchbreak(): where the message ends and the patch begins."""
     if ln.startswith(b"diff -") or ln.startswith(b"Index: "):
         return True
-    if ln.startswith(b"---"):
-        if ln[3:4] == b" " and ln[4:5] not in (b"", b" ", b"\t"):
+    if ln.startswith(b"---") and len(ln) >= 4:  # (ln keeps its '\n', as git's line does)
+        if ln[3:4] == b" " and ln[4:5] not in (b" ", b"\t", b"\n"):
             return True
-        return ln[3:].strip(b" \t") == b""
+        return ln[3:].strip(b" \t\n") == b"" and ln.endswith(b"\n")
     return False
 
 
@@ -112,11 +112,11 @@ def parse_mail(raw: bytes) -> Mail:
     for ln in _unfold(lines[1:]):
         key, colon, _ = ln.partition(b":")
         k = key.lower()
-        if not colon or k not in _PLAIN_HEADERS or k in hdr or ln[len(key) + 1:len(key) + 2] != b" ":
+        if not colon or k not in _PLAIN_HEADERS or k in hdr:
             raise Declined(f"header {key[:40]!r}")
-        if any(c < 0x20 or c > 0x7E for c in ln) or b"=?" in ln:
+        if any((c < 0x20 and c != 0x09) or c > 0x7E for c in ln) or b"=?" in ln:
             raise Declined("non-ASCII or encoded header")
-        hdr[k] = ln[len(key) + 2:]
+        hdr[k] = ln[len(key) + 1:].lstrip(b" \t")  # mailinfo's skip_header: all blanks after ':' go
     if hdr.get(b"content-type", b"text/plain; charset=UTF-8") != b"text/plain; charset=UTF-8" or \
             hdr.get(b"content-transfer-encoding", b"8bit") not in (b"8bit", b"7bit"):
         raise Declined("MIME encoding")
