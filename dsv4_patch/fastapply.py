@@ -318,25 +318,27 @@ class Planned:
 
 
 class _Tree:
-    """The paths of a commit and their blobs, with the edits of the patches planned so far."""
+    """What the series needs to know of a commit's tree (only the paths it touches, and the
+    folders above the files it creates), plus the edits of the patches planned so far."""
 
-    def __init__(self, g: Git, commit: str):
+    def __init__(self, g: Git, commit: str, paths: set[str]):
         self.g = g
-        self.entries: dict[str, tuple[str, str]] = {}  # path -> (mode, blob id)
-        self.dirs: set[str] = set()
-        for rec in g.raw("ls-tree", "-r", "-z", "--full-tree", commit).split(b"\0"):
-            if not rec:
-                continue
-            meta, _, path = rec.partition(b"\t")
-            mode, _typ, sha = meta.decode().split()
-            p = path.decode("utf-8", "surrogateescape")
-            self.entries[p] = (mode, sha)
-            self._add_dirs(p)
+        self.entries: dict[str, tuple[str, str]] = {}  # path -> (mode, blob id); files only
+        self.base_dirs: set[str] = set()  # queried paths that are folders at `commit`
+        wanted = sorted(paths)
+        for i in range(0, len(wanted), 1000):  # (argv stays small)
+            out = g.run("ls-tree", "-z", "--full-tree", commit, "--", *wanted[i:i + 1000],
+                        env={"GIT_LITERAL_PATHSPECS": "1"}).out
+            for rec in out.split("\0"):
+                if not rec:
+                    continue
+                meta, _, path = rec.partition("\t")
+                mode, typ, sha = meta.split()
+                if typ == "tree":
+                    self.base_dirs.add(path)
+                else:
+                    self.entries[path] = (mode, sha)
         self.content: dict[str, bytes] = {}
-
-    def _add_dirs(self, path: str) -> None:
-        parts = path.split("/")
-        self.dirs.update("/".join(parts[:k]) for k in range(1, len(parts)))
 
     def prefetch(self, paths: set[str]) -> None:
         ids = sorted({self.entries[p][1] for p in paths if p in self.entries and self.entries[p][0] in REGULAR})
@@ -360,7 +362,9 @@ class _Tree:
         cur = self.entries.get(fe.path)
         if fe.old_id == ZERO:
             parts = fe.path.split("/")
-            if cur or fe.path in self.dirs or any("/".join(parts[:k]) in self.entries for k in range(1, len(parts))):
+            under = fe.path + "/"
+            if cur or fe.path in self.base_dirs or any(e.startswith(under) for e in self.entries) \
+                    or any("/".join(parts[:k]) in self.entries for k in range(1, len(parts))):
                 raise Declined(f"{fe.path}: new file where a path exists")
             pre = b""
         else:
@@ -384,14 +388,12 @@ class _Tree:
             else:
                 self.entries[path] = (mode, blob_id(data))
                 self.content[path] = data
-                self._add_dirs(path)
-        # a folder emptied by a deletion stays in `dirs`: a new file of that name is then
+        # a folder emptied by a deletion stays in `base_dirs`: a new file of that name is then
         # declined (left to git am), never wrongly accepted
 
 
 def plan_series(g: Git, start: str, mails: list[bytes]) -> tuple[list[Planned], str | None]:
     """The longest prefix of `mails` the fast path makes exactly, and why it stopped (or None)."""
-    tree = _Tree(g, start)
     parsed: list[tuple[Mail, list[FileEdit]]] = []
     why = None
     for raw in mails:
@@ -401,7 +403,10 @@ def plan_series(g: Git, start: str, mails: list[bytes]) -> tuple[list[Planned], 
         except Declined as e:
             why = str(e)
             break
-    tree.prefetch({fe.path for _, edits in parsed for fe in edits})
+    touched = {fe.path for _, edits in parsed for fe in edits}
+    parents = {"/".join(parts[:k]) for p in touched for parts in [p.split("/")] for k in range(1, len(parts))}
+    tree = _Tree(g, start, touched | parents)
+    tree.prefetch(touched)
     planned: list[Planned] = []
     for mail, edits in parsed:
         try:
