@@ -156,7 +156,9 @@ def bench(tmp: Path, git_dir: Path, commit: str, n: int, runs: int) -> dict:
         d = tmp / "floor"
         shutil.rmtree(d, ignore_errors=True)
         g = ["git", "-c", "gc.auto=0"]
-        subprocess.run([*g, "clone", "-q", "--no-checkout", "--local", str(git_dir), str(d)], check=True, env=env)
+        # (the cached import holds objects and no refs: git warns "cloned an empty repository")
+        subprocess.run([*g, "clone", "-q", "--no-checkout", "--local", str(git_dir), str(d)], check=True, env=env,
+                       stderr=subprocess.DEVNULL)
         subprocess.run([*g, "checkout", "-q", commit], cwd=d, check=True, env=env)
         pd = proj / "patches" / "bench"
         patches = [str(pd / e) for e in (pd / "series").read_text().split() if e.endswith(".patch")]

@@ -448,9 +448,13 @@ def write_commits(g: Git, start: str, planned: list[Planned], ref: str, marks: s
     return [shas[n] for n in range(1, len(planned) + 1)]
 
 
-def commit_series(g: Git, start: str, mails: list[bytes], ref: str, marks: str) -> tuple[list[str], str | None]:
-    """Commit the longest exact prefix of `mails` on top of `start`: (commit shas, why it stopped)."""
+def commit_series(g: Git, start: str, mails: list[bytes], ref: str, marks: str, *,
+                  all_or_nothing: bool = False) -> tuple[list[str], str | None]:
+    """Commit the longest exact prefix of `mails` on top of `start`: (commit shas, why it stopped).
+    all_or_nothing: write nothing unless every mail can be made (the caller would discard a part)."""
     if not mails:
         return [], None
     planned, why = plan_series(g, start, mails)
+    if all_or_nothing and len(planned) < len(mails):
+        return [], why
     return write_commits(g, start, planned, ref, marks), why

@@ -63,12 +63,12 @@ def reusable_prefix(state: dict, key: str, names: list[str], raws: list[bytes]) 
     return k
 
 
-def fast_commits(g: Git, start: str, mails: list[bytes]) -> tuple[list[str], str | None]:
+def fast_commits(g: Git, start: str, mails: list[bytes], *, all_or_nothing: bool = False) -> tuple[list[str], str | None]:
     """Commit what the fast path can make exactly, on top of `start` (see fastapply)."""
     marks = g.path / ".git" / "dsv4" / "fast-marks"
     marks.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return commit_series(g, start, mails, FAST_REF, str(marks))
+        return commit_series(g, start, mails, FAST_REF, str(marks), all_or_nothing=all_or_nothing)
     finally:
         marks.unlink(missing_ok=True)
         g.run("update-ref", "-d", FAST_REF, check=False)

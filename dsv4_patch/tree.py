@@ -283,7 +283,7 @@ def _apply_incrementally(stack_cfg: StackConfig, target: Path, state: dict, sub:
     kept = [(n, c) for n, _, c in state["made"][:k]]
     start = kept[-1][1] if kept else base_commit
     g = Git(target)
-    new, why = incremental.fast_commits(g, start, [with_trailer(p) for p in sub.patches[k:]])
+    new, why = incremental.fast_commits(g, start, [with_trailer(p) for p in sub.patches[k:]], all_or_nothing=True)
     if len(new) < len(sub.patches) - k:
         say(progress, f"{stack_cfg.name}: rebuilding ({sub.patches[k + len(new)].name}: {why})")
         return None

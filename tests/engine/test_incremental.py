@@ -85,7 +85,7 @@ def test_incremental_commits_are_the_ones_git_am_makes(env, monkeypatch):
     write_series(env, specs([0, 1, 2, 3], {2: "y"}))
     inc = env.apply()
     assert inc.note.startswith("incremental: kept 2")
-    monkeypatch.setattr(incremental, "fast_commits", lambda g, start, mails: ([], "test: git am only"))
+    monkeypatch.setattr(incremental, "fast_commits", lambda g, start, mails, **kw: ([], "test: git am only"))
     assert snapshot(inc) == snapshot(full_rebuild(env))
 
 

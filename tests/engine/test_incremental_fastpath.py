@@ -29,7 +29,7 @@ def build(env, *, am_only: bool, monkeypatch) -> tuple[list | str, list[str]]:
     said: list[str] = []
     with monkeypatch.context() as m:
         if am_only:
-            m.setattr(incremental, "fast_commits", lambda g, start, mails: ([], "test: git am only"))
+            m.setattr(incremental, "fast_commits", lambda g, start, mails, **kw: ([], "test: git am only"))
         try:
             res = build_tree(env.stack, env.tmp / f"out-{next(_n)}", cache=env.cache, progress=said.append)
         except ConflictError as e:  # e.g. a '---' line in a message: git am cuts it there, trailer and all
