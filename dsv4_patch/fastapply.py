@@ -403,6 +403,8 @@ def plan_series(g: Git, start: str, mails: list[bytes]) -> tuple[list[Planned], 
         except Declined as e:
             why = str(e)
             break
+    if not parsed:
+        return [], why
     touched = {fe.path for _, edits in parsed for fe in edits}
     parents = {"/".join(parts[:k]) for p in touched for parts in [p.split("/")] for k in range(1, len(parts))}
     tree = _Tree(g, start, touched | parents)

@@ -233,19 +233,14 @@ def build_tree(
         g.run("update-ref", BASE_REF, base.commit)
         if patches:
             say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
-        fast, why = incremental.fast_commits(g, base.commit, [with_trailer(p) for p in patches])
-        g.run("checkout", "--quiet", "-B", f"dsv4/{stack_cfg.name}", fast[-1] if fast else base.commit)
-        rest = patches[len(fast):]
-        if rest:
-            say(progress, f"{stack_cfg.name}: git am from {rest[0].name} ({why})")
-            rc, log = _am(g, staging, rest, threeway)
-            if rc != 0:
-                nxt = staging / ".git" / "rebase-apply" / "next"  # git am's 1-based index of the failing patch
-                idx = len(fast) + (int(nxt.read_text()) - 1 if nxt.exists() else 0)
-                failure = _failure_details(g, patches[idx], log)
-                failure.failed_tree = str(outdir.keep_failed(name, staging))
-                raise ConflictError(failure.message, report=failure,
-                                    hint=f"inspect {failure.failed_tree} (git am --show-current-patch)", details=log)
+        failed = _make_commits(g, staging, base.commit, patches, threeway, f"dsv4/{stack_cfg.name}",
+                               lambda msg: say(progress, f"{stack_cfg.name}: {msg}"))
+        if failed:
+            idx, log = failed
+            failure = _failure_details(g, patches[idx], log)
+            failure.failed_tree = str(outdir.keep_failed(name, staging))
+            raise ConflictError(failure.message, report=failure,
+                                hint=f"inspect {failure.failed_tree} (git am --show-current-patch)", details=log)
         commits = _commits(g, base.commit)
         made = {p for p, _ in commits}
         missing = [p for p in patches if p.name not in made]
@@ -265,6 +260,45 @@ def build_tree(
         outdir.swap_in(name, staging)
         return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,
                            time.monotonic() - t0, note=base.note)
+
+
+def _make_commits(g: Git, staging: Path, base_commit: str, patches: list[PatchFile], threeway: bool,
+                  branch: str, say_) -> tuple[int, str] | None:
+    """Commit `patches` on `base_commit` in the staging tree and check the result out on `branch`.
+
+    Runs of patches the fast path makes exactly go through one `git fast-import` each; a patch it
+    declines goes through `git am` (3-way, conflicts, already-upstream: git am's own behaviour),
+    and the fast path resumes after it. After two declines in a row the rest goes to one `git am`
+    (a series that no longer matches its blobs, e.g. after a bump, gains nothing from retrying).
+    Returns None, or (index of the failing patch, git am's output)."""
+    mails = [with_trailer(p) for p in patches]
+    done, head, checked_out, declines, why = 0, base_commit, False, 0, None
+    while done < len(patches):
+        fast, why = incremental.fast_commits(g, head, mails[done:]) if declines < 2 else ([], why)
+        if fast:
+            if checked_out:  # only the paths that differ are rewritten
+                g.run("read-tree", "-m", "-u", "HEAD", fast[-1])
+                g.run("update-ref", f"refs/heads/{branch}", fast[-1])
+            else:
+                g.run("checkout", "--quiet", "-B", branch, fast[-1])
+                checked_out = True
+            head, done, declines = fast[-1], done + len(fast), 0
+            continue
+        if not checked_out:
+            g.run("checkout", "--quiet", "-B", branch, head)
+            checked_out = True
+        declines += 1
+        batch = patches[done:] if declines >= 2 else patches[done:done + 1]
+        more = f" and the {len(batch) - 1} after it" if len(batch) > 1 else ""
+        say_(f"git am: {batch[0].name}{more} ({why})")
+        rc, log = _am(g, staging, batch, threeway)
+        if rc != 0:
+            nxt = staging / ".git" / "rebase-apply" / "next"  # git am's 1-based index of the failing patch
+            return done + (int(nxt.read_text()) - 1 if nxt.exists() else 0), log
+        head, done = g.rev("HEAD"), done + len(batch)
+    if not checked_out:
+        g.run("checkout", "--quiet", "-B", branch, head)
+    return None
 
 
 def _apply_incrementally(stack_cfg: StackConfig, target: Path, state: dict, sub: LoadedStack, fp: str,

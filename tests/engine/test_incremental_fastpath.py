@@ -39,7 +39,14 @@ def build(env, *, am_only: bool, monkeypatch) -> tuple[list | str, list[str]]:
 
 
 def am_fallbacks(said: list[str]) -> list[str]:
-    return [m for m in said if ": git am from " in m]
+    """The patches handed to git am, each with ' +N' when the N after it went along."""
+    out = []
+    for m in said:
+        if ": git am: " in m:
+            rest = m.split(": git am: ", 1)[1]
+            name, _, more = rest.partition(" and the ")
+            out.append(name.split(" (")[0] + (f" +{more.split()[0]}" if more else ""))
+    return out
 
 
 def make_series(env, series) -> None:
@@ -111,7 +118,8 @@ def test_patches_the_fast_path_declines_go_through_git_am(env, monkeypatch, what
                   "[DSV4] After", "Why.\n\n" + META)
     export_stack(env.stack, tree)
     fast, said = build(env, am_only=False, monkeypatch=monkeypatch)
-    assert [m.split(": git am from ")[1].split(" ")[0] for m in am_fallbacks(said)] == ["the-odd-one.patch"]
+    # git am makes only the odd one: the fast path resumes after it
+    assert am_fallbacks(said) == ["the-odd-one.patch"]
     am, _ = build(env, am_only=True, monkeypatch=monkeypatch)
     assert fast == am and len(fast) == 3
 
@@ -159,6 +167,22 @@ def mutate_mail(raw: bytes, rng: random.Random) -> bytes:
     body = "\n".join(body_lines + ["", META.rstrip("\n")])
     hdr = [first.decode(), f"From: {name} <{email}>", f"Date: {date}", f"Subject: {subj_lines[0]}", *subj_lines[1:]]
     return ("\n".join(hdr) + "\n\n" + body + "\n\n").encode() + diff
+
+
+def test_two_declined_in_a_row_hand_the_rest_to_one_git_am(env, monkeypatch):
+    a = numbered(60)
+    series = []
+    for i in range(5):
+        a = a.replace(f"line {3 + 7 * i}\n", f"line {3 + 7 * i} p{i}\n")
+        series.append((f"[DSV4] Patch {i}", {"src/a.py": a}, {}))
+    make_series(env, series)
+    for i in (1, 2):  # a CR in the message: declined by the fast path, fine for git am
+        p = env.root / f"patches/demo/patch-{i}.patch"
+        p.write_bytes(p.read_bytes().replace(b"Why and how.", b"Why and how.\r", 1))
+    fast, said = build(env, am_only=False, monkeypatch=monkeypatch)
+    assert am_fallbacks(said) == ["patch-1.patch", "patch-2.patch +2"]
+    am, _ = build(env, am_only=True, monkeypatch=monkeypatch)
+    assert fast == am and len(fast) == 5
 
 
 @pytest.mark.parametrize("seed", range(6))
