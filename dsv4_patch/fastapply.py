@@ -13,8 +13,8 @@ Exactness comes from accepting only what can be checked, and declining everythin
 - the message and author: what `git am -k` records (mailinfo, then stripspace) for the plain
   mails format-patch writes (ASCII headers, no encoded words, no in-body headers, no CR);
   anything else is declined.
-The first declined patch and all after it are left to the caller, who applies them with
-`git am --3way`, the reference behaviour (3-way fallback, conflict state, already-upstream).
+A declined patch is left to the caller, who applies it with `git am --3way`, the reference
+behaviour (3-way fallback, conflict state, already-upstream), then resumes here.
 tests/engine/test_incremental_fastpath.py checks the commits against `git am` itself.
 """
 

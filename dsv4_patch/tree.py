@@ -5,8 +5,7 @@
 Built in a staging directory with the commits `git am --3way --keep-cr -k` makes (author, date
 and subject kept; fixed committer identity and date, so the same inputs give the same commit
 hashes) and swapped in only on success. The commits come from one `git fast-import` where that is
-provably the same (fastapply.py); from the first patch it declines, `git am` itself applies the
-rest. Re-running with the same base and patch bytes is a no-op; with only later patches changed,
+provably the same (fastapply.py); `git am` itself applies each patch it declines. Re-running with the same base and patch bytes is a no-op; with only later patches changed,
 the tree keeps its leading commits and re-applies the rest in place (incremental.py).
 """
 
