@@ -179,3 +179,16 @@ def test_state_records_what_was_made_and_adopted_commits_are_not_reused(env):
     # commit 0 is still ours; commit 1 is the cherry-picked one, which a rebuild would not make
     assert inc.note.startswith("incremental: kept 1 ")
     assert snapshot(inc) == snapshot(full_rebuild(env))
+
+
+def test_a_changed_patch_the_fast_path_declines_is_rebuilt_not_switched(env):
+    write_series(env, specs([0, 1, 2, 3]))
+    tree = env.rebuild().tree
+    old_inode = (tree / ".git").stat().st_ino
+    p = env.root / "patches/demo/patch-2.patch"
+    p.write_bytes(p.read_bytes().replace(b"Why and how.", b"Why and how.\r", 1))  # git am copes; we decline
+    said: list[str] = []
+    res = build_tree(env.stack, env.out, cache=env.cache, progress=said.append)
+    assert any("rebuilding (patch-2.patch: " in m for m in said)
+    assert not res.note.startswith("incremental") and (tree / ".git").stat().st_ino != old_inode  # swapped
+    assert snapshot(res) == snapshot(full_rebuild(env))
