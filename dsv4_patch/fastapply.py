@@ -21,6 +21,7 @@ tests/engine/test_incremental_fastpath.py checks the commits against `git am` it
 from __future__ import annotations
 
 import calendar
+import datetime
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -128,8 +129,15 @@ def parse_mail(raw: bytes) -> Mail:
     if not d:
         raise Declined("date")
     day, mon, year, hh, mm, ss, sign, tzh, tzm = d.groups()
+    fields = (int(year), _MONTHS[mon.decode()], int(day), int(hh), int(mm), int(ss))
+    try:  # only dates git parses the same way for sure: a real calendar day and time, sane zone
+        datetime.datetime(*fields)
+    except ValueError:
+        raise Declined("date") from None
+    if not 1970 <= fields[0] <= 2099 or int(tzh) > 14 or int(tzm) > 59:
+        raise Declined("date")
     off = (int(tzh) * 60 + int(tzm)) * 60 * (-1 if sign == b"-" else 1)
-    epoch = calendar.timegm((int(year), _MONTHS[mon.decode()], int(day), int(hh), int(mm), int(ss))) - off
+    epoch = calendar.timegm(fields) - off
     if epoch < 0:
         raise Declined("date before 1970")
     body: list[bytes] = []
