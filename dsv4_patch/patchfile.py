@@ -10,7 +10,9 @@ Metadata lives in the commit message body as DEP-3 / Yocto style fields, one per
 
 from __future__ import annotations
 
+import base64
 import re
+import zlib
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from email.parser import HeaderParser
@@ -82,6 +84,9 @@ class FileDiff:
     hunks: list[Hunk] = field(default_factory=list)
     symlink_target: str | None = None  # content of a new symlink (mode 120000)
     line: int = 0  # 1-based line of "diff --git" in the patch file
+    copy: bool = False  # "copy from/to": the source path is not changed
+    binary_data: list[tuple[int, str]] | None = None  # (line, text) after "GIT binary patch"
+    binary_line: int = 0  # line of "GIT binary patch" / "Binary files ... differ"
 
     @property
     def path(self) -> str:
@@ -214,11 +219,20 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
             cur.rename = True
             cur.new_path = _unquote_git_path(ln[len("rename to ") :])
         elif ln.startswith("copy from "):
+            cur.copy = True
             cur.old_path = _unquote_git_path(ln[len("copy from ") :])
         elif ln.startswith("copy to "):
             cur.new_path = _unquote_git_path(ln[len("copy to ") :])
-        elif ln.startswith("GIT binary patch") or ln.startswith("Binary files "):
-            cur.binary = True
+        elif ln.startswith("GIT binary patch"):
+            cur.binary, cur.binary_line, cur.binary_data = True, lineno, []
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("diff --git "):
+                cur.binary_data.append((line_offset + j + 1, lines[j]))
+                j += 1
+            i = j
+            continue
+        elif ln.startswith("Binary files "):
+            cur.binary, cur.binary_line = True, lineno
         elif ln.startswith("--- "):
             p = _strip_prefix(ln[4:])
             if p is not None:
@@ -239,10 +253,77 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
     if hunk is not None and (remaining_old > 0 or remaining_new > 0):
         raise PatchFormatError(f"{name}: last hunk is truncated", hint="the file was cut short; re-export it")
     for f in files:
+        if f.binary:
+            check_binary(f, name)
         if f.new_mode == "120000" and f.hunks:
             added = [a for h in f.hunks for a in h.added]
             f.symlink_target = added[0] if added else None
     return files
+
+
+BINARY_HINT = "re-export it with `dsv4-patch export` (git format-patch --binary)"
+
+
+def _binary_error(name: str, line: int, fd: FileDiff, why: str) -> PatchFormatError:
+    return PatchFormatError(f"{name}:{line}: corrupt binary patch for {fd.path}: {why}", hint=BINARY_HINT)
+
+
+def _binary_line_bytes(name: str, line: int, fd: FileDiff, text: str) -> bytes:
+    """One data line of a git binary hunk: a length character (A-Z = 1..26, a-z = 27..52 bytes)
+    then that many bytes in git's base85 (5 characters per 4 bytes, the last group padded)."""
+    c = text[:1]
+    if "A" <= c <= "Z":
+        n = ord(c) - ord("A") + 1
+    elif "a" <= c <= "z":
+        n = ord(c) - ord("a") + 27
+    else:
+        raise _binary_error(name, line, fd, f"bad length character {c!r}")
+    body = text[1:]
+    if len(body) != (n + 3) // 4 * 5:
+        raise _binary_error(name, line, fd, f"length character {c!r} says {n} bytes but the line holds {len(body)} characters")
+    try:
+        return base64.b85decode(body)[:n]
+    except ValueError:
+        raise _binary_error(name, line, fd, "not base85 data") from None
+
+
+def check_binary(fd: FileDiff, name: str) -> None:
+    """Decode every block (`literal N` / `delta N` + base85 lines of zlib data) and check its size:
+    git am reports a corrupt payload but still exits 0 with the file missing."""
+    if fd.binary_data is None:
+        raise PatchFormatError(
+            f"{name}:{fd.binary_line}: binary change of {fd.path} without data ('Binary files ... differ')",
+            hint="re-export it with `dsv4-patch export` (it writes the data with --binary)")
+    rows = fd.binary_data
+    k, blocks = 0, 0
+    while k < len(rows):
+        line, text = rows[k]
+        if not text:
+            k += 1
+            continue
+        m = re.fullmatch(r"(literal|delta) (\d+)", text)
+        if not m or blocks == 2:
+            raise _binary_error(name, line, fd, f"expected 'literal N' or 'delta N', found {text[:40]!r}")
+        size, start = int(m.group(2)), line
+        k += 1
+        data = b""
+        while k < len(rows) and rows[k][1]:
+            data += _binary_line_bytes(name, rows[k][0], fd, rows[k][1])
+            k += 1
+        if not data:
+            raise _binary_error(name, start, fd, f"'{text}' has no data (truncated?)")
+        z = zlib.decompressobj()
+        try:
+            out = z.decompress(data)
+        except zlib.error as e:
+            raise _binary_error(name, start, fd, f"the data does not inflate ({e})") from None
+        if not z.eof or z.unused_data:
+            raise _binary_error(name, start, fd, "the data is truncated or has trailing bytes")
+        if len(out) != size:
+            raise _binary_error(name, start, fd, f"'{text}' but the data holds {len(out)} bytes")
+        blocks += 1
+    if blocks == 0:
+        raise _binary_error(name, fd.binary_line, fd, "no 'literal'/'delta' block (truncated?)")
 
 
 def parse_metadata(body: str, name: str) -> tuple[Metadata, str, str | None]:

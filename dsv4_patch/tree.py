@@ -24,6 +24,7 @@ from .patchfile import PatchFile
 from .sources import BaseTree, Cache, Progress, materialize
 from .sources.base import say
 from .stack import LoadedStack, load_stack
+from .verify import verify_commits
 
 BASE_REF = "refs/dsv4/base"
 STATE = Path("dsv4") / "state.json"
@@ -40,7 +41,7 @@ class HunkReport:
 @dataclass
 class PatchFailure:
     patch: str
-    kind: str  # conflict | upstreamed | missing-file
+    kind: str  # conflict | upstreamed | missing-file | incomplete
     message: str
     files: list[str] = field(default_factory=list)
     hunks: list[HunkReport] = field(default_factory=list)
@@ -222,6 +223,7 @@ def build_tree(
         g.run("remote", "remove", "origin")
         g.run("checkout", "--quiet", "-B", f"dsv4/{stack_cfg.name}", base.commit)
         g.run("update-ref", BASE_REF, base.commit)
+        log = ""
         if patches:
             say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
             rc, log = _am(g, staging, patches, threeway)
@@ -242,6 +244,11 @@ def build_tree(
                                    [f.path for f in p.files])
             failure.failed_tree = str(outdir.keep_failed(name, staging))
             raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
+        try:
+            verify_commits(g, patches, commits, log)
+        except ConflictError as e:
+            e.report.failed_tree = str(outdir.keep_failed(name, staging))
+            raise
         state = {"fingerprint": fp, "fingerprint_source": fp_source,
                  "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
                  "commits": commits, "stack": stack_cfg.name, "upto": upto}
