@@ -22,7 +22,8 @@ from .regress import RegressReport, bound_tests, run_pytest, summarize, tree_env
 from .sources import Cache, Progress, materialize
 from .stack import load_stack
 from .tree import ApplyResult, PatchFailure, build_tree
-from .exporter import ExportResult, export_stack
+from .exporter import ExportResult, export_stack, exportable_problem
+from .locks import stack_lock
 from .pinning import PinResult, pin_stack
 
 DEFAULT_OUT = "build"
@@ -50,12 +51,17 @@ def ensure_tree(root: Path, stack: str, *, patched: bool = True, out: Path | Non
 
 
 def export(project: Project, stack: str, *, out: Path | None = None, tree: Path | None = None,
-           check: bool = False) -> ExportResult:
+           check: bool = False, remove: tuple[str, ...] = ()) -> ExportResult:
     cfg = project.stack(stack)
     tree = tree or out_dir(project, out) / stack
     if not tree.exists():
         raise Dsv4Error(f"{tree}: no patched tree", hint=f"run `dsv4-patch apply {stack}` and commit your edits there first")
-    return export_stack(cfg, tree, check=check)
+    with stack_lock(cfg):
+        why = exportable_problem(cfg, tree)
+        if why:
+            raise Dsv4Error(f"{tree}: refusing to export: {why}", hint="export writes the stack's patch files from a tree "
+                            f"built by `dsv4-patch apply {stack}` and edited there")
+        return export_stack(cfg, tree, check=check, remove=remove)
 
 
 def check(project: Project, stacks: list[str] | None = None) -> list[Finding]:
@@ -208,8 +214,10 @@ def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> 
 def pin(project: Project, stack: str, ref: str, *, source: str | None = None, cache: Cache | None = None,
         progress: Progress = None, dry_run: bool = False) -> PinResult:
     """Move the stack's pin to `ref` through the same verification as apply."""
-    return pin_stack(project, project.stack(stack), ref, source=source, cache=cache or Cache.default(),
-                     progress=progress, dry_run=dry_run)
+    cfg = project.stack(stack)
+    with stack_lock(cfg):
+        return pin_stack(project, cfg, ref, source=source, cache=cache or Cache.default(),
+                         progress=progress, dry_run=dry_run)
 
 
 def build(project: Project, stack: str, venv: Path, *, from_source: bool = False, out: Path | None = None,

@@ -160,6 +160,13 @@ class Git:
             args += ["-c", c]
         return self.raw(*args, "format-patch", *FORMAT_PATCH_FLAGS, revrange)
 
+    def format_patch_one(self, sha: str) -> bytes:
+        """The patch of one commit (a separate call per commit: no stream to split)."""
+        args = []
+        for c in DIFF_CONFIG:
+            args += ["-c", c]
+        return self.raw(*args, "format-patch", *FORMAT_PATCH_FLAGS, "-1", sha)
+
 
 def init_repo(path: Path, *, bare: bool = False) -> Git:
     path.mkdir(parents=True, exist_ok=True)

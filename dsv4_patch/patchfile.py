@@ -21,6 +21,47 @@ from pathlib import Path
 from .errors import PatchFormatError
 
 MBOX_FROM = re.compile(rb"^From [0-9a-f]{40} ", re.M)
+# The separator line git format-patch writes; only this starts a second patch in one file
+# (a body line "From <sha> ..." is text).
+MBOX_MAGIC = re.compile(rb"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$", re.M)
+PATCH_NAME = re.compile(r"[A-Za-z0-9._-]+\.patch")
+
+
+def patch_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a patch file name (None when it can): one path component of
+    [A-Za-z0-9._-] ending in .patch, not hidden, never `series`."""
+    if not PATCH_NAME.fullmatch(name):
+        return "must be one file name of letters, digits, '.', '_' or '-' ending in .patch"
+    if name.startswith("."):
+        return "must not start with '.'"
+    return None
+
+
+def is_mbox_from_line(line: str) -> bool:
+    """git mailsplit's test for a line that starts a new message ("From " ... hh:mm:ss yyyy)."""
+    if len(line) < 19 or not line.startswith("From "):  # git counts the newline: < 20
+        return False
+    colon = line.rfind(":", 5, len(line) - 1)
+    if colon < 5 + 4 or colon + 4 > len(line):
+        return False
+    s = line
+    try:  # hh:mm:ss around the last colon (git checks colon[-4], [-2], [-1], [1], [2])
+        ok = all(s[colon + k].isdigit() for k in (-4, -2, -1, 1, 2))
+    except IndexError:
+        return False
+    year = re.match(r"\s*(\d+)", s[colon + 3:])  # strtol skips leading blanks
+    return ok and bool(year) and int(year.group(1)) > 90
+
+
+def message_problem(line: str) -> str | None:
+    """Why a commit message line would not survive format-patch -> git am (None when it does)."""
+    if is_mbox_from_line(line):
+        return "git am reads it as the start of another mail"
+    if line.startswith("---") and (line[3:].strip() == "" or (line[3:4] == " " and not line[4:5].isspace())):
+        return "git am reads it as the end of the message"
+    if line.startswith("diff -") or line.startswith("Index: "):
+        return "git am reads it as the start of the diff"
+    return None
 STATUS_RE = re.compile(
     r"^(?P<kind>Pending|Submitted|Backport|Inappropriate|Accepted)(?:\s+(?P<arg>.*))?$"
 )
@@ -116,10 +157,14 @@ class PatchFile:
         return text[idx + 1 :] if idx >= 0 else ""
 
 
-def _decode_header(value: str | None) -> str:
+def _decode_header(value: str | None, where: str = "header") -> str:
     if value is None:
         return ""
-    return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
+    try:
+        return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
+    except (ValueError, LookupError, UnicodeError, AssertionError) as e:
+        raise PatchFormatError(f"{where}: malformed RFC 2047 encoded word ({type(e).__name__})",
+                               hint="re-export the patch; git writes =?UTF-8?q?...?= words that decode") from None
 
 
 def _unquote_git_path(p: str) -> str:
@@ -247,6 +292,9 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
                 raise PatchFormatError(f"{name}:{lineno}: malformed hunk header {ln!r}")
             o, ol, n, nl = m.group(1), m.group(2), m.group(3), m.group(4)
             hunk = Hunk(int(o), 1 if ol is None else int(ol), int(n), 1 if nl is None else int(nl), ln, [], lineno)
+            if hunk.old_len == 0 and hunk.new_len == 0:
+                raise PatchFormatError(f"{name}:{lineno}: hunk header {ln!r} counts no lines",
+                                       hint="regenerate the patch with `dsv4-patch export`")
             remaining_old, remaining_new = hunk.old_len, hunk.new_len
             cur.hunks.append(hunk)
         i += 1
@@ -364,14 +412,14 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
             f"{name}:1: not a git format-patch mbox (no 'From <sha> ...' line)",
             hint="create patches with `dsv4-patch export`, not `git diff`",
         )
-    if len(MBOX_FROM.findall(raw)) > 1:
+    if len(MBOX_MAGIC.findall(raw)) > 1:
         raise PatchFormatError(f"{name}: holds more than one patch", hint="one patch per file; re-export")
     text = raw.decode("utf-8", "surrogateescape")
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise PatchFormatError(f"{name}: no blank line after the mail headers")
     headers = HeaderParser().parsestr(head.split("\n", 1)[1] + "\n")
-    subject = _decode_header(headers.get("Subject"))
+    subject = _decode_header(headers.get("Subject"), f"{name}: Subject")
     if not subject:
         raise PatchFormatError(f"{name}:1: no Subject header", hint="every patch needs a one-line subject")
     # Body runs to the '---' separator format-patch writes before the diff.
@@ -381,6 +429,9 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
     else:
         idx = rest.find("\ndiff --git ")
         body, diff_part = (rest, "") if idx < 0 else (rest[:idx], rest[idx:])
+    author = _decode_header(headers.get("From"), f"{name}: From")
+    if not author:
+        raise PatchFormatError(f"{name}:2: no From: header (the patch author)", hint="re-export it with `dsv4-patch export`")
     meta, desc, filename = parse_metadata(body, name)
     diff_offset = text[: len(text) - len(diff_part)].count("\n")
     files = parse_diff(diff_part, name, diff_offset)
@@ -389,7 +440,7 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
     return PatchFile(
         name=name,
         raw=raw,
-        author=_decode_header(headers.get("From")),
+        author=author,
         date=headers.get("Date", ""),
         subject=subject,
         description=desc,
@@ -400,8 +451,15 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
 
 
 def load_patch(path: Path) -> PatchFile:
+    why = patch_name_problem(path.name)
+    if why:
+        raise PatchFormatError(f"{path}: patch file name {why}", hint="rename it and its series line")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise PatchFormatError(f"{path}: listed in series but missing", hint="restore it or drop it from series") from None
+    except IsADirectoryError:
+        raise PatchFormatError(f"{path}: is a folder, not a patch file", hint="a series line names one .patch file") from None
+    except OSError as e:
+        raise PatchFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     return parse_patch_bytes(raw, path.name)

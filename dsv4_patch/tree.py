@@ -301,6 +301,9 @@ def _refuse_unsafe(stack_cfg: StackConfig, patches: list[PatchFile]) -> None:
     from .lint import unsafe_path, symlink_escapes
 
     for p in patches:
+        if p.filename_trailer is not None:
+            raise PatchFormatError(f"{stack_cfg.patch_dir / p.name}: holds a Patch-Filename: line",
+                                   hint="delete it; apply adds it and export removes it (`dsv4-patch check` says the same)")
         for fd in p.files:
             for path in fd.paths:
                 why = unsafe_path(path)

@@ -209,6 +209,7 @@ def export(
     stack: str = typer.Argument(..., help="Stack whose tree to export."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 and show the difference if stale."),
     tree: Optional[Path] = typer.Option(None, "--tree", help="Patched tree [default: OUT/<stack>]."),
+    remove: Optional[List[str]] = typer.Option(None, "--remove", help="Delete this patch file if the tree no longer has its commit (repeat per file)."),
     out_dir: Optional[Path] = OutOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
@@ -216,14 +217,17 @@ def export(
     """Write patches/<stack>/*.patch and series from the commits on top of refs/dsv4/base.
 
     Zero churn: apply → export is byte-identical. Add a patch by committing in the tree; edit one
-    with `git rebase -i refs/dsv4/base` there; then export.
+    with `git rebase -i refs/dsv4/base` there; then export. A patch whose commit you dropped is
+    deleted only when named with --remove. A tree mid-am/rebase, a failed build or a tree of
+    another pin is refused.
 
     Examples:
       dsv4-patch export vllm
       dsv4-patch export vllm --check        # CI gate: are the files on disk up to date?
+      dsv4-patch export vllm --remove old-fix.patch   # after dropping its commit
     """
     try:
-        res = api.export(_project(project), stack, out=out_dir, tree=tree, check=check)
+        res = api.export(_project(project), stack, out=out_dir, tree=tree, check=check, remove=tuple(remove or ()))
     except Dsv4Error as e:
         _fail(e, as_json)
     if not _emit(res.to_dict() | {"diff": res.diff if check else ""}, as_json):

@@ -25,6 +25,7 @@ from ..config import Project, StackConfig, load_project
 from ..errors import EXIT_CONFLICT, EXIT_OK, Dsv4Error, UsageError
 from ..exporter import export_stack, render_patches, strip_trailer
 from ..gitcmd import Git
+from ..locks import stack_lock
 from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
 from ..pinning import set_keys
@@ -233,6 +234,12 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
 
 def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False, opts: BumpOptions | None = None,
          cache: Cache | None = None, progress: Progress = None) -> BumpReport:
+    with stack_lock(project.stack(stack)):  # export, apply, bump and pin of a stack: one at a time
+        return _bump(project, stack, ref, latest=latest, opts=opts, cache=cache, progress=progress)
+
+
+def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: BumpOptions | None,
+          cache: Cache | None, progress: Progress) -> BumpReport:
     t0 = time.monotonic()
     opts = opts or BumpOptions()
     cache = cache or Cache.default()
@@ -274,7 +281,7 @@ def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False,
             write_into(opts.into, cfg, refreshed)
             rep.written_to = str(opts.into)
         else:
-            export_stack(cfg, tree)
+            export_stack(cfg, tree, remove=True)  # bump's own tree; dropping upstreamed patches was asked for
             rep.written_to = str(cfg.patch_dir)
             rep.pin = update_pin(project, cfg, target)
         if opts.regress:
