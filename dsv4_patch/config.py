@@ -24,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from .errors import ConfigError
+from .errors import ConfigError, UsageError
 
 STACKS_FILE = Path("patches") / "stacks.toml"
 SOURCE_KINDS = ("git", "sdist", "wheel", "path")
@@ -76,7 +76,7 @@ class Project:
             return self.stacks[name]
         except KeyError:
             known = ", ".join(sorted(self.stacks)) or "none"
-            raise ConfigError(
+            raise UsageError(  # a wrong argument: exit 2
                 f"{self.config_path}: no stack named {name!r}", hint=f"known stacks: {known}"
             ) from None
 

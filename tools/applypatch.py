@@ -17,6 +17,7 @@ if __package__ in (None, ""):  # `python tools/applypatch.py ...` from a checkou
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dsv4_patch import __version__, api
@@ -37,7 +38,19 @@ out = Console(soft_wrap=True)  # one-line messages stay one line (grep, CI logs)
 err = Console(stderr=True, soft_wrap=True)
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
-OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: ./build].")
+def _out_given(value: Optional[Path]) -> Optional[Path]:
+    # Path("") is "." (the checkout root): an empty --out is a mistake, never a place to build
+    if value is not None and str(value) == ".":
+        argv = sys.argv[1:]
+        given = [b for a, b in zip(argv, argv[1:]) if a in ("--out", "-o")]
+        given += [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
+        if "" in given:
+            raise typer.BadParameter("an empty string is not a folder (give a path, e.g. --out build)")
+    return value
+
+
+OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: ./build].",
+                      callback=_out_given)
 ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
 
 
@@ -52,7 +65,7 @@ def _fail(e: Dsv4Error, as_json: bool) -> None:
             payload["failure"] = e.report.to_dict()
         print(json.dumps(payload, indent=1))
     else:
-        err.print(f"[red]error:[/red] {e.one_line()}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(e.one_line())}", highlight=False)  # "[stacks.x]" is text
         report = getattr(e, "report", None)
         if report is not None and getattr(report, "hunks", None):
             for h in report.hunks[:3]:
@@ -186,7 +199,7 @@ def apply(
                          "details": e.details})
             if not as_json:
                 tag = "[yellow]unavailable[/yellow]" if optional else "[red]error[/red]"
-                err.print(f"{name}: {tag}: {e.one_line()}", highlight=False)
+                err.print(f"{name}: {tag}: {escape(e.one_line())}", highlight=False)
                 if e.details:
                     err.print(e.details, highlight=False, markup=False)
             worst = worst if optional else max(worst, e.exit_code)
@@ -389,8 +402,25 @@ def _register_optional(argv: list[str] | None) -> None:
 _register_optional(sys.argv[1:] if Path(sys.argv[0]).name in ("dsv4-patch", "applypatch.py") else None)
 
 
+class Interrupted(BaseException):
+    """Raised by the SIGINT handler. Not a KeyboardInterrupt, so Click does not turn it into
+    "Aborted!" exit 1; subprocess.run kills the git child it is waiting for on the way out."""
+
+
+def _on_sigint(signum, frame):
+    raise Interrupted()
+
+
 def main() -> None:
-    app()
+    import signal
+
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        app()
+    except Interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave a traceback
+        sys.stderr.write("dsv4-patch: interrupted; the previous tree is intact and the next run cleans up\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":
