@@ -18,6 +18,7 @@ from .atomicio import write_atomic
 from .config import StackConfig
 from .errors import Dsv4Error
 from .gitcmd import Git
+from .locks import stack_lock
 from .patchfile import message_problem, patch_name_problem
 from .series import read_series, render_series, series_header
 from .tree import BASE_REF, adopt_tree
@@ -139,6 +140,11 @@ def export_stack(stack: StackConfig, tree: Path, *, check: bool = False,
                  remove: Collection[str] | bool = ()) -> ExportResult:
     """Write the stack's files from `tree`. A patch file that the tree no longer has is removed
     only when `remove` names it (or is True): anything else is an error naming the files."""
+    with stack_lock(stack):  # never interleaved with an apply/bump/pin of the same stack
+        return _export_stack(stack, tree, check=check, remove=remove)
+
+
+def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collection[str] | bool) -> ExportResult:
     patches = render_patches(tree)
     res = ExportResult(stack.name)
     old_names = [e.name for e in read_series(stack.series_path)] if stack.series_path.exists() else []

@@ -418,6 +418,9 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise PatchFormatError(f"{name}: no blank line after the mail headers")
+    if "\n" not in head:
+        raise PatchFormatError(f"{name}:2: no mail headers (From:, Date:, Subject:) after the first line",
+                               hint="re-export it with `dsv4-patch export`")
     headers = HeaderParser().parsestr(head.split("\n", 1)[1] + "\n")
     subject = _decode_header(headers.get("Subject"), f"{name}: Subject")
     if not subject:

@@ -34,9 +34,10 @@ def read_series(path: Path) -> list[SeriesEntry]:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        if "/" in line or line.startswith(".") or (why := patch_name_problem(line)):
+        why = "no folders" if "/" in line else patch_name_problem(line)
+        if why:
             raise PatchFormatError(f"{path}:{i}: series entry {line!r} must be a bare .patch file name in this folder"
-                                   f" ({why if '/' not in line else 'no folders'})")
+                                   f" ({why})")
         entries.append(SeriesEntry(line, i))
     return entries
 
