@@ -55,9 +55,10 @@ mutation = st.one_of(
 def mutate(raw: bytes, muts) -> bytes:
     lines = raw.split(b"\n")
     for kind, at, arg in muts:
-        if kind == "flip" and raw:
+        if kind == "flip":
             data = bytearray(b"\n".join(lines))
-            data[at % len(data)] = arg
+            if data:
+                data[at % len(data)] = arg
             lines = bytes(data).split(b"\n")
         elif kind == "truncate":
             data = b"\n".join(lines)
