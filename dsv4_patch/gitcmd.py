@@ -24,6 +24,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import Dsv4Error
+
 COMMITTER_NAME = "dsv4-patch"
 COMMITTER_EMAIL = "dsv4-patch@users.noreply.github.com"
 COMMITTER_DATE = "2000-01-01T00:00:00+0000"
@@ -78,9 +80,14 @@ FORMAT_PATCH_FLAGS = (
 )
 
 
-class GitFailed(Exception):
+class GitFailed(Dsv4Error):
+    """A git call that should not fail did: one line (git's first error line), the rest in details."""
+
     def __init__(self, args, rc, out, err):
-        super().__init__(f"git {' '.join(args)} exited {rc}: {err.strip()[:500]}")
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+        first = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else "")
+        super().__init__(f"git {' '.join(str(a) for a in args)[:200]} exited {rc}: {first[:300]}",
+                         details=err.strip()[:2000] or None)
         self.args_ = args
         self.rc = rc
         self.out = out
