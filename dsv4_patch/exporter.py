@@ -101,8 +101,12 @@ def _format_one(g: Git, sha: str) -> bytes:
 def _check_message(g: Git, tree: Path, sha: str) -> None:
     """Refuse a commit message that would not come back from its patch file unchanged."""
     msg = g.run("log", "-1", "--format=%B", sha).out
-    for i, line in enumerate(msg.split("\n")[1:], 2):
+    lines = msg.split("\n")
+    first_body = next((i for i in range(1, len(lines)) if lines[i].strip()), None)
+    for i, line in enumerate(lines[1:], 2):
         why = message_problem(line)
+        if i - 1 == first_body and re.match(r"(?i)(from|subject|date):", line):
+            why = "git am reads it as a header that replaces the author, subject or date"
         if why:
             raise Dsv4Error(f"{tree}: commit {sha[:12]} message line {i} {line[:50]!r}: {why}",
                             hint="reword it (git rebase -i; e.g. indent the line by one space), then export")

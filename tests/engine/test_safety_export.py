@@ -106,6 +106,16 @@ def test_a_message_that_would_not_come_back_is_refused_before_writing(env, line)
     assert env.patch_bytes() == {"series": b"# demo series\n"}
 
 
+@pytest.mark.parametrize("line", ["From: Someone Else <x@example.com>", "Subject: another", "date: Mon, 1 Jan 2001"])
+def test_a_first_body_line_git_am_reads_as_a_header_is_refused(env, line):
+    tree = env.apply().tree
+    author_commit(tree, {"src/a.py": numbered(60).replace("line 5\n", "line five\n")}, "[DSV4] Five",
+                  f"{line}\nmore text\n")
+    with pytest.raises(Dsv4Error, match="message line 3.*header"):
+        env.export()
+    assert env.patch_bytes() == {"series": b"# demo series\n"}
+
+
 @pytest.mark.parametrize("line", ["From 1234567890abcdef1234567890abcdef12345678 is where it came from",
                                   "From the docs: x", ">From quoted", "-- ", "----", "--", "diff this"])
 def test_message_lines_that_survive_round_trip(env, line):
