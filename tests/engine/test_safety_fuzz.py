@@ -150,14 +150,19 @@ def test_fuzz_series_loader_and_check(lines):
 
 
 def snapshot(root: Path, skip: tuple[Path, ...]) -> dict[str, tuple]:
+    """Every file's size and content hash (not mtime: a `git clone --local` of a path source shares
+    object files by hard link, and git refreshes an existing object's mtime when it meets it again;
+    the bytes never change)."""
+    import hashlib
+
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         d = Path(dirpath)
         dirnames[:] = [x for x in dirnames if d / x not in skip]
         for f in filenames:
             p = d / f
-            st_ = p.lstat()
-            out[str(p)] = (st_.st_size, st_.st_mtime_ns)
+            data = os.readlink(p).encode() if p.is_symlink() else p.read_bytes()
+            out[str(p)] = (len(data), hashlib.sha1(data).hexdigest())
     return out
 
 
