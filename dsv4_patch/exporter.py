@@ -125,8 +125,8 @@ def exportable_problem(stack: StackConfig, tree: Path) -> str | None:
         return f"its .git/dsv4/state.json is damaged ({damaged}); run `dsv4-patch apply {stack.name}` first"
     if state is None:
         return "it was not built by `dsv4-patch apply` (no .git/dsv4/state.json)"
-    if state.get("stack") not in (None, stack.name):
-        return f"it is a tree of stack {state.get('stack')!r}, not {stack.name!r}"
+    if state.get("stack") not in (None, stack.name) or state.get("label") not in (None, stack.label):
+        return f"it is a tree of {state.get('label') or state.get('stack')!r}, not {stack.label!r}"
     if state.get("upto") is not None:
         return f"it holds only the first {state['upto']} patches of the stack"
     if state.get("pin") not in (None, stack.commit):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,23 @@ from .patchfile import FileDiff, PatchFile, load_patch
 from .series import read_series
 
 REQUIRED = ("Upstream-Status", "Regression-Test")
+SIGNOFF = re.compile(r"^Signed-off-by:[ \t]*(.*)$", re.M)
+IDENT = re.compile(r"^[^<>\s][^<>]*? <[^<>@\s]+@[^<>\s]+>$")
+
+
+def signoff_problem(patch: PatchFile) -> str | None:
+    """None when the message ends with a `Signed-off-by: Name <email>` trailer (upstream DCO
+    checks, vLLM's among them, reject a commit without one); else what is wrong."""
+    found = SIGNOFF.findall(patch.description)
+    if not found:
+        return "no Signed-off-by: trailer (upstream DCO checks reject the commit)"
+    bad = next((v for v in found if not IDENT.match(v.strip())), None)
+    if bad is not None:
+        return f"Signed-off-by: {bad.strip()!r} is not 'Name <email>'"
+    last = patch.description.strip().split("\n\n")[-1]
+    if not SIGNOFF.search(last):
+        return "Signed-off-by: is not in the closing trailer block (git and DCO checks read only the last paragraph)"
+    return None
 
 
 @dataclass
@@ -24,6 +42,8 @@ class Finding:
     line: int
     message: str
     severity: str = "error"
+    stack: str = ""  # set by api.check: the stack and release the finding is for
+    release: str = ""
 
     def __str__(self) -> str:
         loc = f"{self.file}:{self.line}" if self.line else self.file
@@ -117,6 +137,9 @@ def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[F
     if patch.filename_trailer is not None:
         f.append(Finding(rel, 0, f"carries a Patch-Filename: {patch.filename_trailer!r} line; apply adds it and "
                                  "export removes it, a patch file must not hold it (delete the line)"))
+    why = signoff_problem(patch)
+    if why:
+        f.append(Finding(rel, 0, why + "; add it in the tree (`git rebase -i --signoff refs/dsv4/base`) and export"))
     for node in patch.metadata.regression_tests:
         why = node_exists(project.root, node)
         if why:

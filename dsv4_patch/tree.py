@@ -204,7 +204,7 @@ def build_tree(
 def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, force, base, progress) -> ApplyResult:
     t0 = time.monotonic()
     cache = cache or Cache.default()
-    name = name or stack_cfg.name
+    name = name or stack_cfg.label  # OUT/vllm, or OUT/vllm@v0.33.0 for a further release
     loaded = load_stack(stack_cfg)
     patches = loaded.patches if upto is None else loaded.patches[:upto]
     _refuse_unsafe(stack_cfg, patches)
@@ -273,7 +273,7 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
         state = {"fingerprint": fp, "fingerprint_source": fp_source,
                  "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
                  "commits": commits, "stack": stack_cfg.name, "upto": upto, "pin": stack_cfg.commit,
-                 "refs": refs}
+                 "label": stack_cfg.label, "refs": refs}
         write_state(staging, state)
         outdir.swap_in(name, staging)
         return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,

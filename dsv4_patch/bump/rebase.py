@@ -201,8 +201,8 @@ def update_pin(project: Project, cfg: StackConfig, target: targets.Target) -> di
     text = path.read_text()
     if "source" in target.pin:
         nth = [s for s in cfg.sources].index(target.spec)
-        text = set_keys(text, f"[[stacks.{cfg.name}.sources]]", target.pin["source"], nth=nth)
-    text = set_keys(text, f"[stacks.{cfg.name}]", target.pin["stack"])
+        text = set_keys(text, cfg.sources_table, target.pin["source"], nth=nth)
+    text = set_keys(text, cfg.table, target.pin["stack"])  # a release's own table for STACK@TAG
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -215,7 +215,9 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
 
     try:
         if opts.into is None:  # the pin moved: the project itself describes the new tree
-            return api.regress(load_project(project.root), [cfg.name], out=opts.out, progress=progress).to_dict()
+            moved = load_project(project.root)  # the primary's release name may be its (new) commit
+            sel = moved.stack(cfg.name).selector if cfg.primary else cfg.selector
+            return api.regress(moved, [sel], out=opts.out, progress=progress).to_dict()
         base = build_tree(cfg, out, name=f"{cfg.name}.bump-base", upto=0, base=target.base, cache=cache,
                           force=True, progress=progress)
         patches = [parse_patch_bytes(b, n) for n, b in refreshed]
