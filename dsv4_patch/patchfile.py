@@ -241,7 +241,7 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
         if ln.startswith("diff --git "):
             try:
                 a, b = _split_diff_git(ln[len("diff --git ") :])
-            except ValueError:
+            except (ValueError, IndexError):  # unclosed quote, no " b/" half, a cut-short line
                 raise PatchFormatError(f"{name}:{lineno}: unreadable 'diff --git' line") from None
             cur = FileDiff(old_path=_strip_prefix(a), new_path=_strip_prefix(b), line=lineno)
             files.append(cur)

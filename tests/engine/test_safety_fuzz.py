@@ -218,3 +218,17 @@ def test_fuzz_counts_are_reported(capsys):
     assert COUNTS["inputs"] > 0
     with capsys.disabled():
         print(f"\nfuzz: {COUNTS['inputs']} inputs, {COUNTS['ok']} ok, {COUNTS['errors']} one-line errors, 0 escapes")
+
+
+FOUND = {  # inputs the fuzzer found crashing the parser (each was a traceback before its fix)
+    "headerless mbox": b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n\nbody\n",
+    "diff --git cut short": (b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+                             b"From: A <a@example.com>\nSubject: x\n\nWhy.\n---\ndiff --git "),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FOUND))
+def test_inputs_the_fuzzer_found_are_one_line_errors(kind):
+    with pytest.raises(Dsv4Error) as ei:
+        parse_patch_bytes(FOUND[kind], "found.patch")
+    assert "\n" not in ei.value.one_line() and "found.patch" in ei.value.one_line()
