@@ -116,7 +116,7 @@ def outcome(fn, *args, **kw):
     return "ok"
 
 
-@settings(max_examples=150 * SCALE, deadline=None, derandomize=True, database=None,
+@settings(max_examples=300 * SCALE, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(st.data(), st.lists(mutation, min_size=1, max_size=4))
 def test_fuzz_patch_parser(data, muts):
@@ -129,7 +129,7 @@ series_line = st.one_of(st.sampled_from([b"text.patch", b"blob.patch", b"# c", b
                         st.binary(max_size=16))
 
 
-@settings(max_examples=100 * SCALE, deadline=None, derandomize=True, database=None,
+@settings(max_examples=150 * SCALE, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(st.lists(series_line, max_size=6))
 def test_fuzz_series_loader_and_check(lines):
