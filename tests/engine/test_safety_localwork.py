@@ -175,3 +175,46 @@ def test_state_and_journal_are_written_atomically(env, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         tree_mod.write_state(t, {"x": 1})
     assert f.read_bytes() == before
+
+
+def test_the_lock_works_where_folders_cannot_be_locked(env, monkeypatch):
+    """NFS refuses an exclusive flock on a folder opened read-only: a lock file in the cache
+    stands in, and it still excludes another process."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from dsv4_patch import locks
+
+    real = fcntl.flock
+
+    def no_dir_locks(fd, op):
+        if os.path.isdir(f"/proc/self/fd/{fd}") and os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(9, "Bad file descriptor")
+        return real(fd, op)
+
+    monkeypatch.setattr(locks.fcntl, "flock", no_dir_locks)
+    monkeypatch.setenv("DSV4_PATCH_CACHE", str(env.cache.root))
+    code = textwrap.dedent(f"""
+        import fcntl, os, sys
+        sys.path[:0] = [{str(__import__("pathlib").Path(__file__).resolve().parents[2])!r}]
+        from dsv4_patch import locks
+        from dsv4_patch.config import load_project
+        real = fcntl.flock
+        def no_dir_locks(fd, op):
+            if os.path.isdir(os.readlink(f"/proc/self/fd/{{fd}}")):
+                raise OSError(9, "Bad file descriptor")
+            return real(fd, op)
+        locks.fcntl.flock = no_dir_locks
+        with locks.stack_lock(load_project({str(env.root)!r}).stack("demo")):
+            print("got it", flush=True)
+    """)
+    with locks.stack_lock(env.stack):
+        assert list((env.cache.root / "locks").glob("*.lock"))  # the stand-in lock file is in the cache
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "DSV4_PATCH_CACHE": str(env.cache.root)})
+        time.sleep(1.0)
+        assert p.poll() is None  # still waiting for the lock
+    assert p.communicate(timeout=30)[0].strip() == "got it"
