@@ -182,6 +182,7 @@ class StackStatus:
     sources: list[str]
     patches: list[dict]
     applies: dict | None = None  # --check: {"ok": bool, "failure": {...}}
+    semantic: list[dict] | None = None  # --check: each patch's intent tests on the pristine pin
     warnings: list[str] = field(default_factory=list)
     info: dict = field(default_factory=dict)
     release: str | None = None
@@ -216,8 +217,10 @@ def vllm_deepgemm_pin(base_repo: Path, commit: str) -> tuple[str | None, str | N
 
 
 def status(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None,
-           check_apply: bool = False, cache: Cache | None = None, progress: Progress = None) -> list[StackStatus]:
-    """One row per release of each stack (the primary first)."""
+           check_apply: bool = False, semantic: bool = True, cache: Cache | None = None,
+           progress: Progress = None) -> list[StackStatus]:
+    """One row per release of each stack (the primary first); with `check_apply`, whether it applies
+    and (`semantic`) whether each patch's intent tests fail on the pristine pin."""
     cache = cache or Cache.default()
     rows = []
     for cfg in project.targets(stacks, releases):
@@ -231,6 +234,8 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
                 try:
                     build_tree(cfg, Path(td), cache=cache, progress=progress)
                     row.applies = {"ok": True}
+                    if semantic:
+                        _semantic_at_pin(project, cfg, loaded.patches, Path(td), cache, row, progress)
                 except ConflictError as e:
                     row.applies = {"ok": False, "failure": e.report.to_dict() if isinstance(e.report, PatchFailure) else e.message}
                 except Dsv4Error as e:
@@ -238,6 +243,19 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
         rows.append(row)
     _cross_stack(project, rows, cache, fetch=check_apply)
     return rows
+
+
+def _semantic_at_pin(project: Project, cfg: StackConfig, patches, td: Path, cache: Cache, row: StackStatus,
+                     progress: Progress) -> None:
+    """Each patch's intent tests on the pristine pin: they must fail there (`needed`); one that passes
+    without its patch proves nothing (or the pin already has the fix)."""
+    from .bump.semantic import check as semantic_check
+
+    base = build_tree(cfg, td, name=cfg.name + BASE_SUFFIX, upto=0, cache=cache, progress=progress)
+    row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg.name, base.tree, patches, progress=progress)]
+    for s in row.semantic:
+        if s["verdict"] == "fixed-upstream":
+            row.warnings.append(f"{s['patch']}: its intent tests pass on the pristine pin without it ({s['reason']})")
 
 
 def _cross_stack(project: Project, rows: list[StackStatus], cache: Cache, *, fetch: bool) -> None:

@@ -44,6 +44,7 @@ class ArchiveSource(_Table):
     strip: str | None = None
     reroot: dict[str, str] = {}
     exclude: list[str] = []
+    include: list[str] = []  # only the members matching these (e.g. a folder a wheel vendors)
 
 
 class PathSource(_Table):
@@ -64,6 +65,14 @@ class ReleaseTable(_Table):
     synced: dict[str, str] | None = None  # default: the primary release's
 
 
+class BumpTarget(ArchiveSource):
+    """[[stacks.<name>.targets]]: a tree `bump` may go onto that is no source of the pin (bump/targets.py)."""
+    ref: str = Field(min_length=1)  # what `dsv4-patch bump <name> REF` names
+    what: str | None = None  # what the tree is, for reports
+    version_file: str | None = None  # its `__version__` must equal `ref`
+    partial: list[str] | None = None  # the only repository paths the tree carries
+
+
 class StackTable(_Table):
     upstream: str = Field(min_length=1)
     tag: str | None = None
@@ -73,6 +82,7 @@ class StackTable(_Table):
     sources: list[Source] = Field(min_length=1)
     synced: dict[str, str] = {}
     releases: dict[str, ReleaseTable] = {}
+    targets: list[BumpTarget] = []
 
 
 class StacksFile(_Table):

@@ -100,6 +100,7 @@ def _main(version: bool = typer.Option(False, "--version", help="Print the versi
 def status(
     stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to show [default: all]."),
     check: bool = typer.Option(False, "--check", help="Also dry-run whether each stack applies at its pin."),
+    no_semantic: bool = typer.Option(False, "--no-semantic", help="With --check: skip the intent tests on the pristine pin."),
     matrix: bool = typer.Option(False, "--matrix", help="Show the verification matrix (levels passed per patch)."),
     release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
@@ -109,7 +110,8 @@ def status(
 
     Examples:
       dsv4-patch status
-      dsv4-patch status vllm --check        # does every patch still apply at the pin?
+      dsv4-patch status vllm --check        # does every patch still apply at the pin? and do its
+                                            # intent tests fail on the pristine pin (semantic)?
       dsv4-patch status vllm@v0.33.0        # one release of a stack carried on several
       dsv4-patch status --matrix            # which verification levels each patch reached
     """
@@ -120,7 +122,8 @@ def status(
 
             print(render_matrix(proj.root, stacks, as_json=as_json))
             raise typer.Exit(0)
-        rows = api.status(proj, stacks, releases=release, check_apply=check, progress=_progress(as_json))
+        rows = api.status(proj, stacks, releases=release, check_apply=check, semantic=not no_semantic,
+                          progress=_progress(as_json))
     except Dsv4Error as e:
         _fail(e, as_json)
     if _emit([r.to_dict() for r in rows], as_json):
@@ -147,6 +150,8 @@ def status(
         if r.applies is not None:
             if r.applies["ok"]:
                 out.print("  [green]applies cleanly at the pin[/green]")
+                for sem in r.semantic or []:
+                    out.print(f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})", highlight=False)
             else:
                 bad = True
                 f = r.applies["failure"]
