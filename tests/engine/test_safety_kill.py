@@ -1,5 +1,5 @@
 """Issue 11: SIGKILL at each step of the swap (torn journal/state writes, between the renames,
-around the journal's removal). After each kill the next run finds the old tree or the new one,
+around the journal's removal) and of the incremental in-place switch. After each kill the next run finds the old tree or the new one,
 never a mix, and a rerun of apply succeeds with nothing left behind."""
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from synth import numbered
 
 from dsv4_patch.gitcmd import Git
 from dsv4_patch.outdir import OutDir
-from dsv4_patch.tree import read_state
+from dsv4_patch import incremental
+from dsv4_patch.tree import read_state, write_state
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +26,8 @@ KILLER = textwrap.dedent("""
     from dsv4_patch.config import load_project
     from dsv4_patch.sources import Cache
     point, seen = int(sys.argv[1]), [0]
+    if sys.argv[2] == "swap":  # a full rebuild swapped in (no in-place incremental switch)
+        tree._apply_incrementally = lambda *a, **k: None
 
     def tick(label):
         seen[0] += 1
@@ -46,7 +50,7 @@ KILLER = textwrap.dedent("""
         real_replace(a, b, **kw)
 
     def unlink(p, **kw):
-        journal = str(p).endswith(".json") and "swap-" in str(p)
+        journal = str(p).endswith((".json",)) and ("swap-" in str(p) or str(p).endswith("switch.json"))
         if journal:
             tick("before journal removal")
         real_unlink(p, **kw)
@@ -68,7 +72,8 @@ def leftovers(out: Path) -> list[str]:
     return found
 
 
-def test_kill_at_every_step_of_the_swap(env):
+@pytest.mark.parametrize("mode", ["swap", "in-place"])
+def test_kill_at_every_step_of_the_swap(env, mode):
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
     patch = env.stack.patch_dir / "three.patch"
     versions = [patch.read_bytes()]
@@ -84,14 +89,15 @@ def test_kill_at_every_step_of_the_swap(env):
     for point in range(1, 20):
         new = 1 - current
         patch.write_bytes(versions[new])
-        p = subprocess.run([sys.executable, "-c", code, str(point)], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "-c", code, str(point), mode], capture_output=True, text=True)
         if p.returncode == 0:
             break  # every step was visited
         assert p.returncode == -9, p.stderr
         steps.append(p.stdout.strip())
-        with OutDir(env.out).locked():  # what the next run sees after its recovery
-            pass
         tree = env.out / "demo"
+        with OutDir(env.out).locked():  # what the next run sees after its recovery
+            if tree.exists():  # an in-place switch (the incremental apply) is completed too
+                incremental.recover(tree, write_state)
         assert tree.exists(), steps[-1]
         head = Git(tree).rev("HEAD")
         assert head in (heads[current], heads[new]), steps[-1]
@@ -107,5 +113,8 @@ def test_kill_at_every_step_of_the_swap(env):
     print(f"{len(steps)} kill points:\n{labels}")
     # the steps the promise is about were all hit
     assert "torn write" in labels and "before journal removal" in labels and "after journal removal" in labels
-    assert any(s.startswith("before rename demo ->") or "-> old-demo" in s for s in steps), labels
-    assert any("-> demo" in s for s in steps), labels
+    if mode == "swap":
+        assert any("-> old-demo" in s for s in steps), labels
+        assert any(s.endswith("-> demo") for s in steps), labels
+    else:
+        assert any("-> switch.json" in s for s in steps), labels

@@ -81,10 +81,22 @@ def test_ignored_build_outputs_may_go_but_the_result_says_so(env):
     (t / ".git/info").mkdir(exist_ok=True)
     (t / ".git/info/exclude").write_text("*.o\n")
     (t / "src/x.o").write_bytes(b"\0")
+    env.up.write("src/new.txt", "upstream moved\n")
+    env.repin(env.up.commit("new pin"))  # a new base: the tree is rebuilt, not switched in place
+    res = env.apply()
+    assert res.status == "applied" and "discarded 1 ignored file" in res.note, res.note
+    assert not (t / "src/x.o").exists()
+
+
+def test_an_in_place_update_keeps_ignored_files(env):
+    t = one_patch(env)
+    (t / ".git/info").mkdir(exist_ok=True)
+    (t / ".git/info/exclude").write_text("*.o\n")
+    (t / "src/x.o").write_bytes(b"\0")
     p = env.stack.patch_dir / "three.patch"
     p.write_bytes(p.read_bytes().replace(b"Why and how.", b"Why and how, reworded."))
     res = env.apply()
-    assert res.status == "applied" and "discarded 1 ignored file" in res.note, res.note
+    assert res.status == "applied" and (t / "src/x.o").read_bytes() == b"\0"
 
 
 def test_export_waits_for_a_running_apply_of_the_same_stack(env, monkeypatch):
@@ -94,7 +106,7 @@ def test_export_waits_for_a_running_apply_of_the_same_stack(env, monkeypatch):
     author_commit(t, {"src/b.txt": numbered(30, "b").replace("b 4\n", "b four\n")}, "[DSV4] Four", "Why.\n")
     other = env.tmp / "other-out"
     order = []
-    real_am = tree_mod._am
+    real_am = tree_mod._make_commits  # every fresh build makes its commits here (fast path or git am)
 
     def slow_am(*a, **k):
         th = threading.Thread(target=lambda: (export_stack(env.stack, t), order.append("export")))
@@ -105,7 +117,7 @@ def test_export_waits_for_a_running_apply_of_the_same_stack(env, monkeypatch):
         slow_am.thread = th
         return r
 
-    monkeypatch.setattr(tree_mod, "_am", slow_am)
+    monkeypatch.setattr(tree_mod, "_make_commits", slow_am)
     tree_mod.build_tree(env.stack, other, cache=env.cache)
     slow_am.thread.join(30)
     assert order == ["apply", "export"]
