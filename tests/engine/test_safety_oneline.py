@@ -143,14 +143,14 @@ def test_unknown_stack_is_a_usage_error(env, stack):
 
 
 def test_sigint_exits_130_with_one_line_and_no_orphaned_git(env, stack, tmp_path):
-    """A git that hangs in `am`: SIGINT to the tool ends it with 130, one line, and the git child
+    """A git that hangs while making or switching commits (am, fast-import, read-tree): SIGINT to the tool ends it with 130, one line, and the git child
     is gone (subprocess.run kills it on the way out)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
     pidfile = tmp_path / "git.pid"
     (bindir / "git").write_text(f"""#!/bin/sh
-for a in "$@"; do [ "$a" = am ] && {{ echo $$ > {pidfile}; exec sleep 60; }}; done
+for a in "$@"; do case "$a" in am|fast-import|read-tree) echo $$ > {pidfile}; exec sleep 60;; esac; done
 exec {real} "$@"
 """)
     (bindir / "git").chmod(0o755)
