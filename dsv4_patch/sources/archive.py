@@ -13,24 +13,21 @@
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
 import re
 import shutil
-import stat
-import tarfile
 import tempfile
 import time
 import urllib.request
-import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..config import SourceSpec, StackConfig
 from ..errors import SourceError
 from ..gitcmd import Git, init_repo
 from .base import BaseTree, Cache, Progress, say
+from .members import Layout, read_members
 
 IMPORT_AUTHOR = {
     "GIT_AUTHOR_NAME": "dsv4-patch import",
@@ -115,82 +112,32 @@ def download(package: str, filename: str, sha256: str | None, cache: Cache, prog
     return dest, f"downloaded {mb:.1f} MB in {time.monotonic() - t0:.1f} s"
 
 
-def _target(name: str, strip: str | None, reroot: dict, exclude: list[str], archive: str) -> str | None:
-    """Where an archive member lands (relative posix path), or None to skip it; refuses escapes."""
-    p = PurePosixPath(name.replace("\\", "/"))
-    if p.is_absolute() or ".." in p.parts or (p.parts and p.parts[0].endswith(":")):
-        raise SourceError(f"{archive}: member {name!r} escapes the target directory", hint="refusing this archive")
-    parts = [x for x in p.parts if x not in ("", ".")]
-    if strip:
-        if not parts or parts[0] != strip:
-            return None
-        parts = parts[1:]
-    if not parts:
-        return None
-    rel = "/".join(parts)
-    if any(fnmatch.fnmatch(rel, pat) for pat in exclude):
-        return None
-    if parts[0] == ".git":
-        raise SourceError(f"{archive}: member {name!r} writes into .git", hint="refusing this archive")
-    for old, new in reroot.items():
-        if rel.startswith(old):
-            return new + rel[len(old):]
-    return rel
-
-
-def _check_link(rel: str, target: str, archive: str) -> None:
-    if target.startswith("/") or ".." in PurePosixPath(os.path.normpath(str(PurePosixPath(rel).parent / target))).parts:
-        raise SourceError(f"{archive}: symlink {rel} -> {target} points outside the tree", hint="refusing this archive")
-
-
 def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclude: list[str]) -> int:
-    """Safe extraction: only regular files, directories and in-tree symlinks; no owners, no modes
-    but the executable bit (all git keeps). Returns the number of files written."""
+    """Safe extraction: the member list passes the rules of `members` before anything is written, and
+    each write is checked against the real tree (never through a link, never over an existing entry).
+    Returns the number of files written."""
+    layout = Layout(archive.name)
+    for m, _ in read_members(archive, strip=strip, reroot=reroot, exclude=exclude):
+        layout.add(m)
+    layout.check()
+    root = os.path.realpath(dest)
     count = 0
-
-    def write(rel: str, data_src, executable: bool):
-        nonlocal count
-        out = dest / rel
+    for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude):
+        if m.kind == "dir":
+            continue
+        out = dest / m.path
         out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "wb") as f:
-            shutil.copyfileobj(data_src, f, 1 << 20)
-        os.chmod(out, 0o755 if executable else 0o644)
+        where = os.path.realpath(out.parent)
+        if where != root and not where.startswith(root + os.sep):
+            raise SourceError(f"{archive.name}: member {m.name!r} would be written through a link", hint="refusing this archive")
+        if m.kind == "link":
+            os.symlink(m.target, out)
+        else:
+            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if m.executable else 0o644)
+            with os.fdopen(fd, "wb") as f:
+                for block in chunks:
+                    f.write(block)
         count += 1
-
-    if archive.name.endswith((".tar.gz", ".tgz", ".tar")):
-        with tarfile.open(archive) as tf:
-            for m in tf:
-                rel = _target(m.name, strip, reroot, exclude, archive.name)
-                if rel is None:
-                    continue
-                if m.isdir():
-                    continue
-                if m.issym():
-                    _check_link(rel, m.linkname, archive.name)
-                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                    os.symlink(m.linkname, dest / rel)
-                    count += 1
-                elif m.isfile():
-                    write(rel, tf.extractfile(m), bool(m.mode & 0o111))
-                else:
-                    kind = "hard link" if m.islnk() else "device/fifo/special"
-                    raise SourceError(f"{archive.name}: member {m.name!r} is a {kind}", hint="refusing this archive")
-    else:
-        with zipfile.ZipFile(archive) as zf:
-            for info in zf.infolist():
-                rel = _target(info.filename, strip, reroot, exclude, archive.name)
-                if rel is None or info.is_dir():
-                    continue
-                mode = info.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    target = zf.read(info).decode()
-                    _check_link(rel, target, archive.name)
-                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                    os.symlink(target, dest / rel)
-                    count += 1
-                    continue
-                with zf.open(info) as src:
-                    write(rel, src, bool(mode & 0o111))
     return count
 
 
