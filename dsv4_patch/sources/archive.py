@@ -2,12 +2,14 @@
 
 - Downloaded directly from the index's file URL (never `pip download`, which builds sdist metadata).
 - sha256 verified against the pin before anything is extracted.
-- Extracted safely: no member escapes the target, no device files or fifos, no ownership kept,
-  symlinks only when they stay inside the tree.
+- Never extracted: the members stream into one `git fast-import` (streamimport.py), after the rules
+  of members.py (no member escapes the tree or lies under a link, every link resolves inside the
+  tree, no duplicates, no devices, fifos or hard links, no ownership kept).
 - Optionally re-rooted (the SGLang wheel's `sglang/...` is the repo's `python/sglang/...`).
 - Imported as one deterministic commit (fixed author, committer and dates), so the same archive
   always gives the same commit hash; the blob ids equal the upstream repo's, so patches made on
-  the git repo apply and 3-way merge here.
+  the git repo apply and 3-way merge here. The tree is the one `git add -A` of a safe extraction
+  gives (tested against `tar -x` + `git add`), so imports cached before streaming stay valid.
 - Where the archive records its commit id (vLLM's `__commit_id__`), it must match the pin.
 """
 
@@ -27,7 +29,8 @@ from ..config import SourceSpec, StackConfig
 from ..errors import SourceError
 from ..gitcmd import Git, init_repo
 from .base import BaseTree, Cache, Progress, say
-from .members import Layout, read_members
+from .members import read_members
+from .streamimport import StreamImport
 
 IMPORT_AUTHOR = {
     "GIT_AUTHOR_NAME": "dsv4-patch import",
@@ -112,54 +115,12 @@ def download(package: str, filename: str, sha256: str | None, cache: Cache, prog
     return dest, f"downloaded {mb:.1f} MB in {time.monotonic() - t0:.1f} s"
 
 
-def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclude: list[str]) -> int:
-    """Safe extraction: the member list passes the rules of `members` before anything is written, and
-    each write is checked against the real tree (never through a link, never over an existing entry).
-    Returns the number of files written."""
-    layout = Layout(archive.name)
-    for m, _ in read_members(archive, strip=strip, reroot=reroot, exclude=exclude):
-        layout.add(m)
-    layout.check()
-    root = os.path.realpath(dest)
-    count = 0
-    for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude):
-        if m.kind == "dir":
-            continue
-        out = dest / m.path
-        out.parent.mkdir(parents=True, exist_ok=True)
-        where = os.path.realpath(out.parent)
-        if where != root and not where.startswith(root + os.sep):
-            raise SourceError(f"{archive.name}: member {m.name!r} would be written through a link", hint="refusing this archive")
-        if m.kind == "link":
-            os.symlink(m.target, out)
-        else:
-            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if m.executable else 0o644)
-            with os.fdopen(fd, "wb") as f:
-                for block in chunks:
-                    f.write(block)
-        count += 1
-    return count
-
-
-def commit_tree(repo: Git, tree_dir: Path, message: str) -> str:
-    """Commit `tree_dir` as a root commit with fixed identities and dates (deterministic hash)."""
-    index = repo.path / "dsv4-import.index"
-    env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(tree_dir), **IMPORT_AUTHOR}
-    try:
-        repo.run("--work-tree", str(tree_dir), "add", "-A", "--force", ".", env=env)
-        tree = repo.out("write-tree", env=env)
-    finally:
-        if index.exists():
-            index.unlink()
-    return repo.out("commit-tree", tree, "-m", message, env=IMPORT_AUTHOR)
-
-
-def recorded_commit(tree_dir: Path, commit_file: str) -> str | None:
-    f = tree_dir / commit_file
-    if not f.exists():
+def recorded_commit(text: bytes | None) -> str | None:
+    """The commit id setuptools-scm wrote into the archive's version file, if any."""
+    if text is None:
         return None
     # setuptools-scm writes `__commit_id__ = commit_id = 'g6e448d0ea'` (after a type annotation line)
-    m = re.search(r"^__commit_id__\s*=\s*(?:\w+\s*=\s*)*['\"]g?([0-9a-f]{6,40})['\"]", f.read_text(errors="replace"), re.M)
+    m = re.search(r"^__commit_id__\s*=\s*(?:\w+\s*=\s*)*['\"]g?([0-9a-f]{6,40})['\"]", text.decode("utf-8", "replace"), re.M)
     return m.group(1) if m else None
 
 
@@ -199,32 +160,30 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     archive, note = download(package, filename, sha256, cache, progress)
     sha256 = sha256 or sha256_of(archive)
     work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
+    commit_file = spec.get("commit_file")
     try:
-        tree = work / "tree"
-        tree.mkdir()
-        say(progress, f"extracting {filename}")
-        n = extract(archive, tree, strip=strip, reroot=reroot, exclude=exclude)
-        if n == 0:
-            raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
-        want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
-        got = None
-        if spec.get("commit_file"):
-            got = recorded_commit(tree, spec.get("commit_file"))
-            if got is None:
-                raise SourceError(f"{filename}: {spec.get('commit_file')} records no __commit_id__")
-            if want and HEXLIKE.fullmatch(want) and not (want.startswith(got) or got.startswith(want)):
-                raise SourceError(
-                    f"{filename} was built from commit {got}, the pin says {want}",
-                    hint="refusing a mismatched archive; fix the pin or the archive",
-                )
-        say(progress, f"importing {n} files as one commit")
+        say(progress, f"importing {filename}")
         staging = work / "repo.git"
-        g = init_repo(staging, bare=True)
-        recorded = f"recorded-commit: {got}\n" if got else ""
-        sha = commit_tree(g, tree, f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}")
-        g.run("update-ref", "refs/dsv4/import", sha)
-        g.run("repack", "-a", "-d", "-q")
-        g.run("prune-packed")
+        with StreamImport(init_repo(staging, bare=True), filename) as imp:
+            for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude):
+                imp.add(m, chunks, keep=m.path == commit_file)
+            imp.check()
+            if imp.count == 0:
+                raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
+            want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
+            got = None
+            if commit_file:
+                got = recorded_commit(imp.kept.get(commit_file))
+                if got is None:
+                    raise SourceError(f"{filename}: {commit_file} records no __commit_id__")
+                if want and HEXLIKE.fullmatch(want) and not (want.startswith(got) or got.startswith(want)):
+                    raise SourceError(
+                        f"{filename} was built from commit {got}, the pin says {want}",
+                        hint="refusing a mismatched archive; fix the pin or the archive",
+                    )
+            recorded = f"recorded-commit: {got}\n" if got else ""
+            sha = imp.commit("refs/dsv4/import", f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}",
+                             IMPORT_AUTHOR)
         if repo_path.exists():
             shutil.rmtree(repo_path)
         os.replace(staging, repo_path)
