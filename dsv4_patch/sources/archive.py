@@ -1,7 +1,7 @@
 """`sdist` / `wheel` sources: a release archive from a PEP 503/691 index, imported as one commit.
 
 - Downloaded directly from the index's file URL (never `pip download`, which builds sdist metadata).
-- sha256 verified against the pin before anything is extracted.
+- sha256 verified against the pin before anything is read.
 - Never extracted: the members stream into one `git fast-import` (streamimport.py), after the rules
   of members.py (no member escapes the tree or lies under a link, every link resolves inside the
   tree, no duplicates, no devices, fifos or hard links, no ownership kept).
@@ -167,7 +167,6 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         with StreamImport(init_repo(staging, bare=True), filename) as imp:
             for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude):
                 imp.add(m, chunks, keep=m.path == commit_file)
-            imp.check()
             if imp.count == 0:
                 raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
             want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)

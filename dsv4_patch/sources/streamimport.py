@@ -89,9 +89,6 @@ class StreamImport:
             self.kept[m.path] = b"".join(kept)
         self.entries.append((b"100755" if m.executable else b"100644", mark, m.path))
 
-    def check(self) -> None:
-        self.layout.check()
-
     def commit(self, ref: str, message: str, author: dict) -> str:
         """Write the one root commit (fixed identities and dates: a deterministic hash) and finish."""
         self.layout.check()
