@@ -190,7 +190,7 @@ def build_tree(
     """Build OUT/<name> (default: the stack name) with the first `upto` patches (default: all)."""
     t0 = time.monotonic()
     cache = cache or Cache.default()
-    name = name or stack_cfg.name
+    name = name or stack_cfg.label  # OUT/vllm, or OUT/vllm@v0.33.0 for a further release
     loaded = load_stack(stack_cfg)
     patches = loaded.patches if upto is None else loaded.patches[:upto]
     _refuse_unsafe(stack_cfg, patches)

@@ -5,7 +5,9 @@
 - Never extracted: the members stream into one `git fast-import` (streamimport.py), after the rules
   of members.py (no member escapes the tree or lies under a link, every link resolves inside the
   tree, no duplicates, no devices, fifos or hard links, no ownership kept).
-- Optionally re-rooted (the SGLang wheel's `sglang/...` is the repo's `python/sglang/...`).
+- Optionally re-rooted (the SGLang wheel's `sglang/...` is the repo's `python/sglang/...`) and cut
+  to the members matching `include` (DeepGEMM as vendored in the vLLM wheel: only
+  `vllm/third_party/deep_gemm/*`); an archive in which `include` matches nothing is refused.
 - Imported as one deterministic commit (fixed author, committer and dates), so the same archive
   always gives the same commit hash; the blob ids equal the upstream repo's, so patches made on
   the git repo apply and 3-way merge here. The tree is the one `git add -A` of a safe extraction
@@ -139,6 +141,7 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     strip = spec.get("strip") or (filename[: -len(".tar.gz")] if spec.kind == "sdist" else None)
     reroot = dict(spec.get("reroot", {}))
     exclude = list(spec.get("exclude", []))
+    include = list(spec.get("include", []))
     if sha256 is None:
         # An unpinned release (bump, pin): name the import by the archive's real hash, so one
         # archive is imported once whichever command asked first.
@@ -147,7 +150,8 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
             sha256 = sha256_of(cached)
         elif not offline:
             sha256 = find_file(package, filename).get("hashes", {}).get("sha256")
-    key = hashlib.sha256(json.dumps([IMPORT_FORMAT, sha256, filename, strip, reroot, exclude], sort_keys=True).encode()).hexdigest()[:24]
+    recipe = [IMPORT_FORMAT, sha256, filename, strip, reroot, exclude] + ([include] if include else [])
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:24]
     repo_path = cache.dir("imports") / f"{key}.git"
     desc = f"{spec.kind}:{package}=={version}"
     if (repo_path / "HEAD").exists():
@@ -165,8 +169,11 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         say(progress, f"importing {filename}")
         staging = work / "repo.git"
         with StreamImport(init_repo(staging, bare=True), filename) as imp:
-            for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude):
+            for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude, include=include):
                 imp.add(m, chunks, keep=m.path == commit_file)
+            if imp.count == 0 and include:
+                raise SourceError(f"{filename}: no member matches include {include}",
+                                  hint="this archive does not carry that folder; check the version or 'include'")
             if imp.count == 0:
                 raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
             want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)

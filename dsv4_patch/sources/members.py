@@ -53,7 +53,8 @@ def is_dot_git(part: str) -> bool:
     return part.lower().rstrip(". ") == ".git"
 
 
-def target_path(name: str, strip: str | None, reroot: dict, exclude: list[str], archive: str) -> str | None:
+def target_path(name: str, strip: str | None, reroot: dict, exclude: list[str], archive: str,
+                include: list[str] = ()) -> str | None:
     """Where an archive member lands (relative posix path), or None to skip it; refuses escapes."""
     p = PurePosixPath(name.replace("\\", "/"))
     if p.is_absolute() or ".." in p.parts or (p.parts and p.parts[0].endswith(":")):
@@ -66,6 +67,8 @@ def target_path(name: str, strip: str | None, reroot: dict, exclude: list[str], 
     if not parts:
         return None
     rel = "/".join(parts)
+    if include and not any(fnmatch.fnmatch(rel, pat) for pat in include):
+        return None
     if any(fnmatch.fnmatch(rel, pat) for pat in exclude):
         return None
     if any(is_dot_git(x) for x in parts):
@@ -82,15 +85,16 @@ def unreadable(archive: str, e: BaseException) -> SourceError:
                        hint="delete it from the cache and download it again, or check the pin")
 
 
-def read_members(archive: Path, *, strip: str | None, reroot: dict, exclude: list[str]) -> Iterator[tuple[Member, Iterator[bytes]]]:
+def read_members(archive: Path, *, strip: str | None, reroot: dict, exclude: list[str],
+                 include: list[str] = ()) -> Iterator[tuple[Member, Iterator[bytes]]]:
     """(member, its data in chunks) in archive order; consume a file's chunks before the next member.
     Folders and symlinks come with no chunks. Damaged input is a SourceError naming the archive."""
     name = archive.name
     try:
         if name.endswith((".tar.gz", ".tgz", ".tar")):
-            yield from _tar(archive, name, strip, reroot, exclude)
+            yield from _tar(archive, name, lambda n: target_path(n, strip, reroot, exclude, name, include))
         else:
-            yield from _zip(archive, name, strip, reroot, exclude)
+            yield from _zip(archive, name, lambda n: target_path(n, strip, reroot, exclude, name, include))
     except SourceError:
         raise
     except UNREADABLE as e:
@@ -106,10 +110,10 @@ def _chunks(f, archive: str) -> Iterator[bytes]:
         raise unreadable(archive, e) from None
 
 
-def _tar(archive: Path, name: str, strip, reroot, exclude):
+def _tar(archive: Path, name: str, place):
     with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as tf:
         for m in tf:
-            rel = target_path(m.name, strip, reroot, exclude, name)
+            rel = place(m.name)
             if rel is None:
                 continue
             if m.isdir():
@@ -123,10 +127,10 @@ def _tar(archive: Path, name: str, strip, reroot, exclude):
                 raise refuse(name, f"member {m.name!r} is a {kind}")
 
 
-def _zip(archive: Path, name: str, strip, reroot, exclude):
+def _zip(archive: Path, name: str, place):
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
-            rel = target_path(info.filename, strip, reroot, exclude, name)
+            rel = place(info.filename)
             if rel is None:
                 continue
             mode = info.external_attr >> 16
