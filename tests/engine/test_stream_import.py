@@ -150,3 +150,17 @@ def test_backslash_in_a_member_name_is_a_folder_separator(tmp_path):
         zf.writestr("pkg\\sub\\mod.py", "M = 1\n")
     base = import_bytes(tmp_path, buf.getvalue(), kind="wheel")
     assert Git(base.git_dir).out("ls-tree", "-r", "--name-only", base.commit) == "pkg/sub/mod.py"
+
+
+def test_a_git_that_stops_reading_is_a_git_error_not_a_broken_pipe(tmp_path):
+    from dsv4_patch.gitcmd import GitFailed, init_repo
+
+    g = init_repo(tmp_path / "r.git", bare=True)
+    with pytest.raises(GitFailed, match="fast-import") as ei:
+        with g.feed("fast-import", "--quiet") as f:
+            f.write(b"no such command\n")
+            for _ in range(64):  # far more than a pipe holds: git has died by then
+                f.write(b"x" * (1 << 20))
+            f.close()
+    assert "no such command" in ei.value.err or "Unsupported command" in ei.value.err
+    assert fast_import_children() == []
