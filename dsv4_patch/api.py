@@ -418,7 +418,11 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
     written = []
     for label in sorted({r.stack for r in report.results}):
         cfg = project.target(label)  # results name a release by label: vllm, vllm@v0.33.0
-        rows = [r for r in report.results if r.stack == label]
+        # A patch none of whose bound tests ran here (all left out by -m, e.g. -m gpu) is not part
+        # of this result: the file names only the patches whose tests ran.
+        rows = [r for r in report.results if r.stack == label and r.outcome != "no-tests"]
+        if not rows:
+            continue
         tests_ok = all(r.outcome == "passed" for r in rows)
         for level in levels:
             ok, evidence = tests_ok, {"patches": {r.patch: r.outcome for r in rows},
@@ -429,5 +433,7 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
             state = (out_dir(project, out) / cfg.label / ".git" / "dsv4" / "state.json")
             base = json.loads(state.read_text())["base"] if state.exists() else ""
             data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by)
+            ran = {r.patch for r in rows}
+            data["patches"] = [p for p in data["patches"] if p["name"] in ran]
             written.append(write_result(cfg.patch_dir, data))
     return written

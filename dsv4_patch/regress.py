@@ -26,7 +26,7 @@ class PatchResult:
 
     @property
     def outcome(self) -> str:
-        vals = set(self.tests.values())
+        vals = set(self.tests.values()) - {"deselected"}  # left out by -m/-k: not run here
         if not vals:
             return "no-tests"
         for worst in ("failed", "missing"):
@@ -49,7 +49,7 @@ class RegressReport:
 
     @property
     def ok(self) -> bool:
-        return all(r.outcome in ("passed", "skipped") for r in self.results) and self.first_bad is None
+        return all(r.outcome in ("passed", "skipped", "no-tests") for r in self.results) and self.first_bad is None
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "seconds": round(self.seconds, 2), "pytest_rc": self.pytest_rc,
@@ -91,6 +91,9 @@ def match(node: str, outcomes: dict[str, dict]) -> str:
             if k == node or k.startswith(node + "[") or k.startswith(node + "::")]
     if not hits:
         return "missing"
+    if all(h == "deselected" for h in hits):
+        return "deselected"
+    hits = [h for h in hits if h != "deselected"]
     if "failed" in hits:
         return "failed"
     return "passed" if "passed" in hits else "skipped"
