@@ -300,9 +300,14 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     DSV4_RELEASE_<STACK> naming it. Results name the release by label (`vllm@v0.33.0`)."""
     t0 = time.monotonic()
     cfgs = project.targets(stacks, releases)
+    # an empty series binds no test: say so instead of fetching an upstream to test nothing on it
+    empty = [c.label for c in cfgs if not load_stack(c).patches]
+    cfgs = [c for c in cfgs if c.label not in empty]
     base_out = out_dir(project, out)
     if bisect:
-        return _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep = _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep.no_patches = empty
+        return rep
     groups = [[c for c in cfgs if c.primary]] + [[c] for c in cfgs if not c.primary]
     results, rc = [], 0
     say_ = progress or (lambda m: None)
@@ -321,7 +326,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
                                    pytest_args=pytest_args, log=log)
         rc = rc or grc
         results += summarize(stack_patches, outcomes)
-    return RegressReport(results, time.monotonic() - t0, rc)
+    return RegressReport(results, time.monotonic() - t0, rc, no_patches=empty)
 
 
 def release_env(trees: list[tuple[StackConfig, Path, Path]]) -> dict[str, str]:
@@ -413,7 +418,11 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
     written = []
     for label in sorted({r.stack for r in report.results}):
         cfg = project.target(label)  # results name a release by label: vllm, vllm@v0.33.0
-        rows = [r for r in report.results if r.stack == label]
+        # A patch none of whose bound tests ran here (all left out by -m, e.g. -m gpu) is not part
+        # of this result: the file names only the patches whose tests ran.
+        rows = [r for r in report.results if r.stack == label and r.outcome != "no-tests"]
+        if not rows:
+            continue
         tests_ok = all(r.outcome == "passed" for r in rows)
         for level in levels:
             ok, evidence = tests_ok, {"patches": {r.patch: r.outcome for r in rows},
@@ -424,5 +433,7 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
             state = (out_dir(project, out) / cfg.label / ".git" / "dsv4" / "state.json")
             base = json.loads(state.read_text())["base"] if state.exists() else ""
             data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by)
+            ran = {r.patch for r in rows}
+            data["patches"] = [p for p in data["patches"] if p["name"] in ran]
             written.append(write_result(cfg.patch_dir, data))
     return written

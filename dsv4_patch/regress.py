@@ -26,7 +26,7 @@ class PatchResult:
 
     @property
     def outcome(self) -> str:
-        vals = set(self.tests.values())
+        vals = set(self.tests.values()) - {"deselected"}  # left out by -m/-k: not run here
         if not vals:
             return "no-tests"
         for worst in ("failed", "missing"):
@@ -45,15 +45,16 @@ class RegressReport:
     seconds: float
     pytest_rc: int
     first_bad: tuple[str, str] | None = None  # (stack, patch) from --bisect
+    no_patches: list[str] = field(default_factory=list)  # stacks/releases whose series is empty: nothing to test
 
     @property
     def ok(self) -> bool:
-        return all(r.outcome in ("passed", "skipped") for r in self.results) and self.first_bad is None
+        return all(r.outcome in ("passed", "skipped", "no-tests") for r in self.results) and self.first_bad is None
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "seconds": round(self.seconds, 2), "pytest_rc": self.pytest_rc,
                 "first_bad": list(self.first_bad) if self.first_bad else None,
-                "patches": [r.to_dict() for r in self.results]}
+                "patches": [r.to_dict() for r in self.results], "no_patches": self.no_patches}
 
 
 def tree_env(trees: dict[str, tuple[Path, Path]]) -> dict[str, str]:
@@ -90,6 +91,9 @@ def match(node: str, outcomes: dict[str, dict]) -> str:
             if k == node or k.startswith(node + "[") or k.startswith(node + "::")]
     if not hits:
         return "missing"
+    if all(h == "deselected" for h in hits):
+        return "deselected"
+    hits = [h for h in hits if h != "deselected"]
     if "failed" in hits:
         return "failed"
     return "passed" if "passed" in hits else "skipped"
