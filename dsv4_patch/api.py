@@ -309,9 +309,14 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     DSV4_RELEASE_<STACK> naming it. Results name the release by label (`vllm@v0.33.0`)."""
     t0 = time.monotonic()
     cfgs = project.targets(stacks, releases)
+    # an empty series binds no test: say so instead of fetching an upstream to test nothing on it
+    empty = [c.label for c in cfgs if not load_stack(c).patches]
+    cfgs = [c for c in cfgs if c.label not in empty]
     base_out = out_dir(project, out)
     if bisect:
-        return _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep = _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep.no_patches = empty
+        return rep
     groups = [[c for c in cfgs if c.primary]] + [[c] for c in cfgs if not c.primary]
     results, rc = [], 0
     say_ = progress or (lambda m: None)
@@ -330,7 +335,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
                                    pytest_args=pytest_args, log=log)
         rc = rc or grc
         results += summarize(stack_patches, outcomes)
-    return RegressReport(results, time.monotonic() - t0, rc)
+    return RegressReport(results, time.monotonic() - t0, rc, no_patches=empty)
 
 
 def release_env(trees: list[tuple[StackConfig, Path, Path]]) -> dict[str, str]:

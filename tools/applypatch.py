@@ -395,7 +395,10 @@ def regress(
             c = colors.get(r.outcome, "white")
             t.add_row(r.stack, r.patch, f"[{c}]{r.outcome}[/{c}]",
                       ", ".join(f"{n.split('::')[-1]}={o}" for n, o in r.tests.items()))
-        out.print(t)
+        if rep.results or not rep.no_patches:
+            out.print(t)
+        for label in rep.no_patches:
+            out.print(f"{label}: 0 patches in series, nothing to test", highlight=False)
         if rep.first_bad:
             out.print(f"[red]first failing patch:[/red] {rep.first_bad[0]}/{rep.first_bad[1]}", highlight=False)
     raise typer.Exit(0 if rep.ok else EXIT_ERROR)
