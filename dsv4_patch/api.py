@@ -23,7 +23,8 @@ from .regress import RegressReport, bound_tests, run_pytest, summarize
 from .sources import Cache, Progress, materialize
 from .stack import load_stack
 from .tree import ApplyResult, PatchFailure, build_tree
-from .exporter import ExportResult, export_stack
+from .exporter import ExportResult, export_stack, exportable_problem
+from .locks import stack_lock
 from .pinning import PinResult, pin_stack
 
 DEFAULT_OUT = "build"
@@ -84,14 +85,21 @@ def tree_for_tests(root: Path, stack: str, *, patched: bool = True, release: str
 
 
 def export(project: Project, stack: str, *, release: str | None = None, out: Path | None = None,
-           tree: Path | None = None, check: bool = False) -> ExportResult:
-    """Export one release's tree (default: the primary's) into its patch folder."""
+           tree: Path | None = None, check: bool = False, remove: tuple[str, ...] = ()) -> ExportResult:
+    """Export one release's tree (default: the primary's) into its patch folder. A tree that is
+    mid-am/rebase, partial, or of another stack or pin is refused; a patch file is deleted only
+    when `remove` names it."""
     cfg = project.target(stack, release)
     tree = tree or out_dir(project, out) / cfg.label
     if not tree.exists():
         raise Dsv4Error(f"{tree}: no patched tree",
                         hint=f"run `dsv4-patch apply {cfg.label}` and commit your edits there first")
-    return export_stack(cfg, tree, check=check)
+    with stack_lock(cfg):
+        why = exportable_problem(cfg, tree)
+        if why:
+            raise Dsv4Error(f"{tree}: refusing to export: {why}", hint="export writes the stack's patch files from a tree "
+                            f"built by `dsv4-patch apply {cfg.label}` and edited there")
+        return export_stack(cfg, tree, check=check, remove=remove)
 
 
 @dataclass
@@ -109,7 +117,7 @@ class ExportRun:
 
 
 def export_releases(project: Project, stack: str, *, releases: list[str] | None = None, out: Path | None = None,
-                    tree: Path | None = None, check: bool = False) -> list[ExportRun]:
+                    tree: Path | None = None, check: bool = False, remove: tuple[str, ...] = ()) -> list[ExportRun]:
     """Export every release of `stack` whose tree exists (those named must exist).
 
     With --tree only one release can be meant: the one --release names, else the primary."""
@@ -119,14 +127,15 @@ def export_releases(project: Project, stack: str, *, releases: list[str] | None 
         if len(cfgs) > 1 and named:
             raise UsageError("--tree names one tree: pass one --release with it")
         cfgs = cfgs[:1]
-        return [ExportRun(cfgs[0], export(project, cfgs[0].label, tree=tree, check=check))]
+        return [ExportRun(cfgs[0], export(project, cfgs[0].label, tree=tree, check=check, remove=remove))]
     runs = []
     for cfg in cfgs:
         path = out_dir(project, out) / cfg.label
         if not path.exists() and not named:
             runs.append(ExportRun(cfg, None, skipped=f"no tree {path} (run `dsv4-patch apply {cfg.label}`)"))
             continue
-        runs.append(ExportRun(cfg, export(project, cfg.label, out=out, check=check)))
+        runs.append(ExportRun(cfg, export(project, cfg.label, out=out, check=check,
+                                          remove=tuple(n for n in remove if (cfg.patch_dir / n).exists()))))
     if all(r.result is None for r in runs):
         export(project, cfgs[0].label, out=out, check=check)  # raises: no tree of any release
     return runs
@@ -300,9 +309,14 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     DSV4_RELEASE_<STACK> naming it. Results name the release by label (`vllm@v0.33.0`)."""
     t0 = time.monotonic()
     cfgs = project.targets(stacks, releases)
+    # an empty series binds no test: say so instead of fetching an upstream to test nothing on it
+    empty = [c.label for c in cfgs if not load_stack(c).patches]
+    cfgs = [c for c in cfgs if c.label not in empty]
     base_out = out_dir(project, out)
     if bisect:
-        return _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep = _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep.no_patches = empty
+        return rep
     groups = [[c for c in cfgs if c.primary]] + [[c] for c in cfgs if not c.primary]
     results, rc = [], 0
     say_ = progress or (lambda m: None)
@@ -321,7 +335,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
                                    pytest_args=pytest_args, log=log)
         rc = rc or grc
         results += summarize(stack_patches, outcomes)
-    return RegressReport(results, time.monotonic() - t0, rc)
+    return RegressReport(results, time.monotonic() - t0, rc, no_patches=empty)
 
 
 def release_env(trees: list[tuple[StackConfig, Path, Path]]) -> dict[str, str]:
@@ -369,8 +383,10 @@ def pin(project: Project, stack: str, ref: str, *, release: str | None = None, s
         cache: Cache | None = None, progress: Progress = None, dry_run: bool = False) -> PinResult:
     """Move the pin of the stack's primary release (or of `release`) to `ref` through the same
     verification as apply."""
-    return pin_stack(project, project.target(stack, release), ref, source=source, cache=cache or Cache.default(),
-                     progress=progress, dry_run=dry_run)
+    cfg = project.target(stack, release)
+    with stack_lock(cfg):  # export, apply, bump and pin of one stack: one at a time
+        return pin_stack(project, cfg, ref, source=source, cache=cache or Cache.default(),
+                         progress=progress, dry_run=dry_run)
 
 
 def build(project: Project, stack: str, venv: Path, *, release: str | None = None, from_source: bool = False,

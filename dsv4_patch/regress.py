@@ -45,6 +45,7 @@ class RegressReport:
     seconds: float
     pytest_rc: int
     first_bad: tuple[str, str] | None = None  # (stack, patch) from --bisect
+    no_patches: list[str] = field(default_factory=list)  # stacks/releases whose series is empty: nothing to test
 
     @property
     def ok(self) -> bool:
@@ -53,7 +54,7 @@ class RegressReport:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "seconds": round(self.seconds, 2), "pytest_rc": self.pytest_rc,
                 "first_bad": list(self.first_bad) if self.first_bad else None,
-                "patches": [r.to_dict() for r in self.results]}
+                "patches": [r.to_dict() for r in self.results], "no_patches": self.no_patches}
 
 
 def tree_env(trees: dict[str, tuple[Path, Path]]) -> dict[str, str]:
