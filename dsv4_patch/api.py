@@ -18,7 +18,7 @@ from .config import Project, StackConfig, load_project
 from .errors import ConflictError, Dsv4Error, UsageError
 from .gitcmd import Git
 from .lint import Finding, lint_stack
-from .regress import RegressReport, bound_tests, run_pytest, summarize, tree_env
+from .regress import RegressReport, bound_tests, missing_modules, require_pytest, run_pytest, summarize, tree_env
 from .sources import Cache, Progress, materialize
 from .stack import load_stack
 from .tree import ApplyResult, PatchFailure, build_tree
@@ -35,9 +35,37 @@ def out_dir(project: Project, out: Path | None) -> Path:
 
 # ---------------------------------------------------------------- apply / export / check
 def apply(project: Project, stacks: list[str] | None, *, out: Path | None = None, threeway: bool = True,
-          source: str | None = None, force: bool = False, progress: Progress = None) -> list[ApplyResult]:
-    return [build_tree(s, out_dir(project, out), threeway=threeway, source_kind=source, force=force, progress=progress)
-            for s in project.select(stacks)]
+          source: str | None = None, force: bool = False, progress: Progress = None,
+          resume: bool = False) -> list[ApplyResult]:
+    """Build each stack's tree. At a conflict, remembered resolutions (patches/<stack>/resolutions)
+    are tried; without one the ConflictError says how to resolve and `--continue` (resume=True)."""
+    from . import resolve
+
+    results = []
+    for s in project.select(stacks):
+        where = out_dir(project, out)
+        if resume:
+            results.append(resolve.continue_apply(s, where, root=project.root, progress=progress).apply)
+            continue
+        try:
+            results.append(build_tree(s, where, threeway=threeway, source_kind=source, force=force, progress=progress))
+        except ConflictError as e:
+            failed = getattr(e.report, "failed_tree", None)
+            if not failed or getattr(e.report, "kind", "") == "upstreamed":
+                raise
+            reused = resolve.reuse_after_conflict(s, where, Path(failed), root=project.root, progress=progress)
+            if reused is not None:
+                results.append(reused.apply)
+                continue
+            e.hint = resolve.next_step_hint(s.name, failed)
+            raise
+    return results
+
+
+def abort_apply(project: Project, stack: str, *, out: Path | None = None) -> Path:
+    from . import resolve
+
+    return resolve.abort_apply(project.stack(stack), out_dir(project, out))
 
 
 def ensure_tree(root: Path, stack: str, *, patched: bool = True, out: Path | None = None) -> Path:
@@ -165,6 +193,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, out: Path | No
             progress: Progress = None) -> RegressReport:
     t0 = time.monotonic()
     cfgs = project.select(stacks)
+    require_pytest()
     base_out = out_dir(project, out)
     if bisect:
         return _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
@@ -180,7 +209,8 @@ def regress(project: Project, stacks: list[str] | None = None, *, out: Path | No
     say_ = progress or (lambda m: None)
     say_(f"running {len(nodes)} bound test ids")
     rc, outcomes = run_pytest(project.root, nodes, tree_env(trees), marker=marker, pytest_args=pytest_args, log=log)
-    return RegressReport(summarize(stack_patches, outcomes), time.monotonic() - t0, rc)
+    return RegressReport(summarize(stack_patches, outcomes), time.monotonic() - t0, rc,
+                         missing_modules=missing_modules(outcomes))
 
 
 def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> RegressReport:
@@ -199,17 +229,32 @@ def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> 
                                       marker=marker, pytest_args=pytest_args, log=log) if nodes else (0, {})
             step = summarize([(cfg.name, patches[:k])], outcomes)
             if any(r.outcome in ("failed", "missing") for r in step):
-                return RegressReport(step, time.monotonic() - t0, rc, first_bad=(cfg.name, patches[k - 1].name))
+                return RegressReport(step, time.monotonic() - t0, rc, first_bad=(cfg.name, patches[k - 1].name),
+                                     missing_modules=missing_modules(outcomes))
             results = [r for r in results if r.stack != cfg.name] + step
     return RegressReport(results, time.monotonic() - t0, rc)
 
 
 # ---------------------------------------------------------------- pin
 def pin(project: Project, stack: str, ref: str, *, source: str | None = None, cache: Cache | None = None,
-        progress: Progress = None, dry_run: bool = False) -> PinResult:
-    """Move the stack's pin to `ref` through the same verification as apply."""
-    return pin_stack(project, project.stack(stack), ref, source=source, cache=cache or Cache.default(),
-                     progress=progress, dry_run=dry_run)
+        progress: Progress = None, dry_run: bool = False, check_applies: bool = True,
+        force: bool = False) -> PinResult:
+    """Move the stack's pin to `ref` through the same verification as apply. First checks that
+    every patch still applies there (result on `.applies`); a pin the stack would not apply at is
+    refused (ConflictError naming the patches) unless `force`, and only reported with dry_run."""
+    from .pincheck import check_pin
+
+    verdict = None
+    if check_applies:
+        verdict = check_pin(project, stack, ref, source=source, progress=progress)
+        if verdict.checked and not verdict.ok and not (dry_run or force):
+            raise ConflictError(f"{stack}: pin not moved to {ref}: {verdict.summary()}",
+                                hint=f"`dsv4-patch bump {stack} {ref}` rebases and refreshes the patches; "
+                                     "--force moves the pin anyway")
+    res = pin_stack(project, project.stack(stack), ref, source=source, cache=cache or Cache.default(),
+                    progress=progress, dry_run=dry_run)
+    res.applies = verdict
+    return res
 
 
 def build(project: Project, stack: str, venv: Path, *, from_source: bool = False, out: Path | None = None,
@@ -240,9 +285,11 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
                   *, out: Path | None = None, by: str = "dsv4-patch regress --record") -> list[Path]:
     """Write one result file per (stack, level) for `status --matrix`, from a regress run.
 
-    A level is recorded as passed only when every patch of the stack passed its bound tests (a
-    patch whose tests all skipped has not passed anything) and, for `apply`, when the tree exports
-    byte-identical to the patch files. Anything else is recorded as failed, never left out."""
+    A test level is recorded as failed when a bound test failed (or is missing); otherwise as
+    passed for exactly the patches whose bound tests all passed. A patch whose tests skipped has
+    not been verified: it is left out of the passed record and named, with the skip reason, in its
+    note (a level where nothing ran writes no file). `apply` is passed when the tree exports
+    byte-identical to the patch files."""
     from .e2e.record import LEVELS, make_result, write_result
 
     bad = [lv for lv in levels if lv not in LEVELS]
@@ -252,15 +299,30 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
     for stack in sorted({r.stack for r in report.results}):
         cfg = project.stack(stack)
         rows = [r for r in report.results if r.stack == stack]
-        tests_ok = all(r.outcome == "passed" for r in rows)
+        failed = [r for r in rows if r.outcome in ("failed", "missing")]
+        verified = [r.patch for r in rows if r.outcome == "passed"]
+        unverified = {r.patch: f"{r.outcome}: {r.reason or 'bound tests skipped'}"
+                      for r in rows if r.outcome in ("not-verified", "partial", "no-tests")}
         for level in levels:
-            ok, evidence = tests_ok, {"patches": {r.patch: r.outcome for r in rows},
-                                      "pytest_rc": report.pytest_rc, "seconds": round(report.seconds, 1)}
+            ok, evidence = not failed, {"patches": {r.patch: r.outcome for r in rows},
+                                        "pytest_rc": report.pytest_rc, "seconds": round(report.seconds, 1)}
+            note, keep = "", None
             if level == "apply":
                 exp = export(project, stack, out=out, check=True)
                 ok, evidence = not exp.stale, {"export_stale": exp.stale, "applied_patches": len(rows)}
+            elif ok:
+                # A pass speaks only for the patches whose tests ran; the others are named as not verified.
+                if not verified:
+                    continue
+                keep = set(verified)
+                if unverified:
+                    evidence["not_verified"] = unverified
+                    note = "not verified here: " + "; ".join(f"{p} ({why})" for p, why in unverified.items())
             state = (out_dir(project, out) / stack / ".git" / "dsv4" / "state.json")
             base = json.loads(state.read_text())["base"] if state.exists() else ""
-            data = make_result(stack, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by)
+            data = make_result(stack, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by,
+                               note=note)
+            if keep is not None:
+                data["patches"] = [p for p in data["patches"] if p["name"] in keep]
             written.append(write_result(cfg.patch_dir, data))
     return written

@@ -28,8 +28,10 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_collectreport(report):
-    if report.failed:
-        _record(report.nodeid, "failed", "collection error")
+    if report.failed:  # keep pytest's own last line: "E   ModuleNotFoundError: No module named 'triton'"
+        lines = [ln.strip() for ln in str(report.longrepr).splitlines() if ln.startswith("E ")]
+        why = lines[-1][1:].strip() if lines else "collection error"
+        _record(report.nodeid, "failed", f"collection error: {why}")
 
 
 def pytest_sessionfinish(session, exitstatus):
