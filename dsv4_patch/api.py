@@ -83,6 +83,11 @@ def export(project: Project, stack: str, *, out: Path | None = None, tree: Path 
     tree = tree or out_dir(project, out) / stack
     if not tree.exists():
         raise Dsv4Error(f"{tree}: no patched tree", hint=f"run `dsv4-patch apply {stack}` and commit your edits there first")
+    from .advice import export_refusal
+
+    refused = export_refusal(tree) if (tree / ".git").exists() else None
+    if refused:
+        raise Dsv4Error(refused[0], hint=refused[1])
     return export_stack(cfg, tree, check=check)
 
 

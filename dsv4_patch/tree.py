@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .advice import keep_work_hint
 from .config import StackConfig
 from .errors import ConflictError, Dsv4Error, PatchFormatError
 from .gitcmd import Git
@@ -210,7 +211,7 @@ def build_tree(
             if not pristine and not force:
                 raise Dsv4Error(
                     f"{target}: {why}; re-applying would discard them",
-                    hint=f"run `dsv4-patch export {stack_cfg.name}` to keep them, or pass --force",
+                    hint=keep_work_hint(stack_cfg.name, target),
                 )
         elif target.exists() and not force:
             raise Dsv4Error(f"{target} exists and was not built by dsv4-patch", hint="choose another --out or pass --force")
