@@ -20,7 +20,7 @@ def pytest_runtest_logreport(report):
     if report.when == "call" or report.outcome != "passed":
         why = ""
         if report.skipped and isinstance(report.longrepr, tuple):
-            why = str(report.longrepr[2])
+            why = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif report.failed:
             crash = getattr(report.longrepr, "reprcrash", None)
             why = str(crash) if crash is not None else (str(report.longrepr).splitlines() or [""])[-1]

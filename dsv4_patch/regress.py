@@ -80,7 +80,11 @@ def install_command(extra: str | None, module: str, python: str = sys.executable
     """The command that installs `module` into `python`: the project's extra that lists it when
     there is one (so versions stay the project's), else the module by name."""
     if extra and (ENGINE_ROOT / "pyproject.toml").is_file():
-        return f"{python} -m pip install -e '{ENGINE_ROOT}[{extra}]'"
+        # torch named first, pinned: a bare torch requirement lets pip pick a multi-GB CUDA build
+        from .build import DEFAULT_TORCH
+
+        torch = f"torch=={DEFAULT_TORCH} " if extra == "kernels" else ""
+        return f"{python} -m pip install {torch}-e '{ENGINE_ROOT}[{extra}]'"
     return f"{python} -m pip install {module}"
 
 
@@ -105,8 +109,12 @@ def require_pytest(python: str = sys.executable) -> None:
     """regress runs pytest in this interpreter: say in one line if it is missing, and how to get it."""
     import importlib.util
 
-    if python == sys.executable and importlib.util.find_spec("pytest") is not None:
-        return
+    if python == sys.executable:
+        try:
+            if importlib.util.find_spec("pytest") is not None:
+                return
+        except (ImportError, ValueError):
+            pass
     if python != sys.executable:
         r = subprocess.run([python, "-c", "import pytest"], capture_output=True)
         if r.returncode == 0:
@@ -150,7 +158,7 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
                            stderr=subprocess.STDOUT)
         outcomes = json.loads(results_file.read_text()) if results_file.exists() else {}
     collection_failed = any(o.get("why", "").startswith("collection error") for o in outcomes.values())
-    if p.returncode in (3, 4) or (p.returncode == 2 and not collection_failed):
+    if p.returncode == 3 or (p.returncode in (2, 4) and not collection_failed):
         # internal error, usage error, interrupted: no verdict at all (a module that does not
         # import is a verdict: its tests fail, with the reason)
         raise Dsv4Error(f"pytest could not run the bound tests (exit {p.returncode})",

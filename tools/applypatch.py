@@ -119,7 +119,7 @@ def _fail(e: Dsv4Error, as_json: bool) -> None:
             payload["failure"] = e.report.to_dict()
         print(json.dumps(payload, indent=1))
     else:
-        err.print(f"[red]error:[/red] {e.one_line()}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(e.one_line())}", highlight=False)
         report = getattr(e, "report", None)
         if report is not None and getattr(report, "hunks", None):
             for h in report.hunks[:3]:
