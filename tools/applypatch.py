@@ -82,17 +82,22 @@ class ProgressView:
             self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), console=self.console, transient=True)
             self.bar.start()
-            self.task = self.bar.add_task("", total=None)
         m = self.COUNT.search(msg)
-        if m and 0 <= int(m.group(1)) <= int(m.group(2)) > 0:
-            self.bar.update(self.task, description=escape(msg[:60]), completed=int(m.group(1)), total=int(m.group(2)))
-        else:
-            self.bar.update(self.task, description=escape(msg[:60]), total=None)
+        done, total = (int(m.group(1)), int(m.group(2))) if m else (0, None)
+        if total is not None and not 0 <= done <= total > 0:
+            total = None
+        if self.task is not None and (total is None) != (self.bar.tasks[0].total is None):
+            self.bar.remove_task(self.task)  # counted <-> uncounted: rich keeps a total once set
+            self.task = None
+        if self.task is None:
+            self.task = self.bar.add_task("", total=total)
+        self.bar.update(self.task, description=escape(msg[:60]), completed=done, total=total)
 
     def stop(self) -> None:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
+            self.task = None
 
 
 _VIEW = ProgressView(err)
@@ -514,6 +519,7 @@ def build(
     Examples:
       dsv4-patch build vllm --venv .venv-vllm
       .venv-vllm/bin/python -c "import vllm.v1.attention.ops.rocm_aiter_mla_sparse"
+      dsv4-patch build vllm --venv /scratch/venvs/vllm --from-source --deepgemm-src build/deepgemm
 
     Exit codes: 0 ok, 1 error (pip failed, a patched module does not import), 2 usage,
     3 the stack does not apply.
@@ -534,6 +540,10 @@ def build(
     raise typer.Exit(0 if ok else EXIT_ERROR)
 
 
+SHORT_HELP = {"bump": "Rebase a stack onto a new upstream release or commit; one verdict per patch.",
+              "e2e": "End-to-end acceptance run on real hardware, judged stage by stage."}
+
+
 def _register_optional(argv: list[str] | None) -> None:
     """`e2e` and `bump` live in their own modules. Run as the command, they are imported only when
     they can be invoked or listed (their command, or top-level help), so `apply`'s no-op stays
@@ -543,9 +553,13 @@ def _register_optional(argv: list[str] | None) -> None:
         if first not in (None, name):
             continue
         try:
-            app.command(name)(getattr(__import__(module, fromlist=[func]), func))
+            mod = __import__(module, fromlist=[func])
         except ImportError:  # a partial checkout: the command is simply absent
-            pass
+            continue
+        if name == "bump" and hasattr(mod, "_say"):
+            # bump's progress (a cold --walk downloads for minutes) renders through the same view
+            mod._say = _progress
+        app.command(name, short_help=SHORT_HELP.get(name))(getattr(mod, func))
 
 
 _register_optional(sys.argv[1:] if Path(sys.argv[0]).name in ("dsv4-patch", "applypatch.py") else None)
