@@ -28,7 +28,10 @@ def _tree(stack: str, patched: bool) -> Path:
     try:
         return ensure_tree(ROOT, stack, patched=patched)
     except SourceError as e:
-        pytest.skip(f"{stack} upstream unreachable here: {e.one_line()}")
+        from dsv4_patch.config import load_project
+        from dsv4_patch.whereabouts import explain
+
+        pytest.skip(f"{stack} upstream unreachable here: {e.one_line()} [{explain(load_project(ROOT).stack(stack))}]")
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,7 @@ class ProgressView:
     the elapsed time for the rest, each message also kept as a line above it. Elsewhere (CI logs,
     pipes): one plain `· message` line each."""
 
-    COUNT = re.compile(r"(?<![\w.])(\d+)/(\d+)(?![\w.])")
+    COUNT = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w./])")
 
     def __init__(self, console: Console):
         self.console = console
