@@ -159,7 +159,7 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
     ConflictError, tree left mid-am, at the first patch that has none."""
     g = Git(tree)
     done: list[Resolved] = []
-    first = True
+    first, log = True, ""
     while _mid_am(tree):
         patch = _current(tree, patches)
         pre = g.rev("HEAD")
@@ -168,7 +168,7 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
         if not (first and by_hand):
             used = _reuse(cfg, g, patch, root)
             if used is None:
-                failure = _failure_details(g, patch, "")
+                failure = _failure_details(g, patch, log)  # git am's CONFLICT lines name the files
                 failure.failed_tree = str(tree)
                 raise ConflictError(failure.message, report=failure, hint=next_step_hint(cfg.name, tree))
             how = "reused"
