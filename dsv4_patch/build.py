@@ -76,7 +76,8 @@ class BuildResult:
 
     @property
     def imports_ok(self) -> bool:
-        return all(v == "ok" for v in self.imports.values())
+        """No patched module fails where its unpatched original imports."""
+        return all(v == "ok" or v.startswith(UNPATCHED_TOO) for v in self.imports.values())
 
     def summary(self) -> list[str]:
         """Lines a person reads (the CLI prints them)."""
@@ -87,9 +88,13 @@ class BuildResult:
                          f"{len(self.removed)} removed file(s); {len(self.skipped)} changed file(s) not in the wheel")
         if self.pruned:
             lines.append(f"  removed {', '.join(self.pruned)} (CUDA builds that do not load beside the CPU torch)")
-        bad = {m: why for m, why in self.imports.items() if why != "ok"}
-        lines.append(f"  patched modules that import: {len(self.imports) - len(bad)}/{len(self.imports)}")
+        bad = {m: why for m, why in self.imports.items() if why != "ok" and not why.startswith(UNPATCHED_TOO)}
+        here = {m: why[len(UNPATCHED_TOO):] for m, why in self.imports.items() if why.startswith(UNPATCHED_TOO)}
+        good = len(self.imports) - len(bad) - len(here)
+        lines.append(f"  patched modules that import: {good}/{len(self.imports)}"
+                     + (f" ({len(here)} cannot be imported on this machine, patched or not)" if here else ""))
         lines += [f"  does not import: {m}: {why}" for m, why in bad.items()]
+        lines += [f"  not importable here, unpatched either: {m}: {why}" for m, why in here.items()]
         lines.append(f"  python: {self.python}")
         return lines
 
@@ -265,9 +270,18 @@ def module_name(path: str) -> str | None:
 
 
 IMPORT_CHECK = """
-import importlib, json, sys, traceback
+import importlib, importlib.abc, importlib.util, json, sys
+# argv[1]: {module: file} to load from the pristine base tree instead of the venv (the unpatched
+# module, for telling "the patch broke it" from "it does not import on this machine at all").
+base = json.loads(sys.argv[1])
+
+class _Base(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        return importlib.util.spec_from_file_location(name, base[name]) if name in base else None
+
+sys.meta_path.insert(0, _Base())
 res = {}
-for name in sys.argv[1:]:
+for name in sys.argv[2:]:
     try:
         importlib.import_module(name)
         res[name] = "ok"
@@ -275,22 +289,40 @@ for name in sys.argv[1:]:
         res[name] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
 print("DSV4-IMPORTS " + json.dumps(res))
 """
+UNPATCHED_TOO = "does not import here unpatched either: "
 
 
-def check_imports(py: Path, paths: list[str], progress: Progress = None) -> dict[str, str]:
-    """Import every patched module in the built venv, in one fresh interpreter on CPU."""
-    mods = sorted({m for m in map(module_name, paths) if m})
-    if not mods:
-        return {}
-    _say(progress, f"importing {len(mods)} patched module(s) in {py}")
+def _import_in(py: Path, mods: list[str], base: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    r = subprocess.run([str(py), "-c", IMPORT_CHECK, *mods], capture_output=True, text=True, env=env, cwd="/")
+    r = subprocess.run([str(py), "-c", IMPORT_CHECK, json.dumps(base), *mods], capture_output=True, text=True,
+                       env=env, cwd="/")
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-IMPORTS ")), None)
     if line is None:
         tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         return {m: f"the interpreter died: {tail}" for m in mods}
     return json.loads(line[len("DSV4-IMPORTS "):])
+
+
+def check_imports(py: Path, paths: list[str], progress: Progress = None,
+                  base_tree: Path | None = None) -> dict[str, str]:
+    """Import every patched module in the built venv, in a fresh interpreter on CPU. A module that
+    fails is imported again from the pristine base tree (one interpreter per module): failing there
+    too, it is a module this machine cannot import at all (e.g. vllm.platforms.rocm without ROCm),
+    reported as such, not a broken build."""
+    by_mod = {m: p for p in paths for m in [module_name(p)] if m}
+    mods = sorted(by_mod)
+    if not mods:
+        return {}
+    _say(progress, f"importing {len(mods)} patched module(s) in {py}")
+    res = _import_in(py, mods, {})
+    for m, why in list(res.items()):
+        orig = base_tree / by_mod[m] if base_tree is not None else None
+        if why == "ok" or orig is None or not orig.is_file() or by_mod[m].endswith("__init__.py"):
+            continue
+        if _import_in(py, [m], {m: str(orig)}).get(m, "ok") != "ok":
+            res[m] = UNPATCHED_TOO + why
+    return res
 
 
 # --- overlay -------------------------------------------------------------------------------------
@@ -384,10 +416,11 @@ def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: s
                              prune_names=PRUNE.get(package, ()) if prune_names is None else prune_names)
         if verify_imports and res.mode == "overlay":
             stamp = _read_stamp(venv) or {}
-            if res.cached and stamp.get("imports") and all(v == "ok" for v in stamp["imports"].values()):
+            if res.cached and stamp.get("imports") is not None and (
+                    BuildResult(**{**res.__dict__, "imports": stamp["imports"]}).imports_ok):
                 res.imports = stamp["imports"]
             else:
-                res.imports = check_imports(res.python, res.overlaid + res.added, progress)
+                res.imports = check_imports(res.python, res.overlaid + res.added, progress, base_tree=Path(base_tree))
                 stamp["imports"] = res.imports
                 _write_stamp(venv, stamp)
         res.pruned = res.pruned or (_read_stamp(venv) or {}).get("pruned", [])

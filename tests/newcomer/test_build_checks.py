@@ -9,6 +9,8 @@ import time
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from test_build_overlay import PKG, VER, _commit, _wheel, toy  # noqa: F401  (the synthetic wheel fixture)
 
 from dsv4_patch.build import PRUNE, build_overlay, venv_lock, venv_python
@@ -71,6 +73,8 @@ def test_prune_removes_the_named_distributions(toy, tmp_path, monkeypatch):
 WAITER = """
 import sys, time
 from pathlib import Path
+
+import pytest
 from dsv4_patch.build import build_overlay
 base, patched, venv = map(Path, sys.argv[1:4])
 build_overlay(base, patched, venv, package="dsv4toy", version="1.0", python=sys.executable)
@@ -91,3 +95,23 @@ def test_a_second_build_of_the_same_venv_waits_for_the_first(toy, tmp_path):
         released = time.monotonic()
     out, _ = child.communicate(timeout=60)
     assert child.returncode == 0 and float(out.split()[1]) >= released
+
+
+@pytest.fixture
+def platform_module(monkeypatch):
+    """The synthetic release ships a module this machine cannot import at all (as vLLM's
+    platforms/rocm.py on a CPU machine): patched or not, it fails."""
+    from test_build_overlay import FILES
+
+    monkeypatch.setitem(FILES, "dsv4toy/plat.py", "import dsv4_no_rocm_runtime_here\nPLAT = 'base'\n")
+
+
+def test_a_module_that_fails_unpatched_too_is_not_a_broken_build(platform_module, toy):
+    base, patched, venv = toy
+    _commit(patched, {"dsv4toy/plat.py": "import dsv4_no_rocm_runtime_here\nPLAT = 'patched'\n",
+                      "dsv4toy/mod.py": "VALUE = 'patched'\n"})
+    r = build_overlay(base, patched, venv, package=PKG, version=VER, python=sys.executable)
+    assert r.imports["dsv4toy.mod"] == "ok"
+    assert r.imports["dsv4toy.plat"].startswith("does not import here unpatched either: ModuleNotFoundError")
+    assert r.imports_ok
+    assert "1 cannot be imported on this machine, patched or not" in "\n".join(r.summary())
