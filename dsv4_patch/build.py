@@ -409,6 +409,7 @@ def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: s
     is imported in the venv (`imports`; a build whose modules do not import is reported by the
     caller as failed). `prune_names` default: PRUNE[package], removed after a fresh install."""
     venv = Path(venv).absolute()
+    t0 = time.monotonic()
     with venv_lock(venv):
         res = _build_overlay(base_tree, patched_tree, venv, package=package, version=version, python=python,
                              from_source=from_source, cache_dir=cache_dir, deepgemm_src=deepgemm_src,
@@ -424,6 +425,7 @@ def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: s
                 stamp["imports"] = res.imports
                 _write_stamp(venv, stamp)
         res.pruned = res.pruned or (_read_stamp(venv) or {}).get("pruned", [])
+    res.seconds = time.monotonic() - t0  # the import check included: it is part of the build
     return res
 
 
