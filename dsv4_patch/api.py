@@ -57,6 +57,7 @@ def apply(project: Project, stacks: list[str] | None, *, out: Path | None = None
             if reused is not None:
                 results.append(reused.apply)
                 continue
+            resolve.prepare_failed_tree(s, where, Path(failed))
             e.hint = resolve.next_step_hint(s.name, failed)
             raise
     return results

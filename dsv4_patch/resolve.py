@@ -14,6 +14,7 @@ it without stopping. The patch files themselves change only through `export`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,8 +153,47 @@ def _fits(g: Git, raw: bytes) -> bool:
         index.unlink(missing_ok=True)
 
 
+PRE_IMAGE = re.compile(rb"^index ([0-9a-f]{40})\.\.[0-9a-f]{40}", re.M)
+
+
+def object_stores(cache: Cache, out: Path, stack: str) -> list[Path]:
+    """Repositories that may hold a patch's pre-image blobs: the tree built at the previous pin
+    (its commits are the pre-images of each later patch) and every upstream import and mirror in
+    the cache (the previous release's files)."""
+    stores = [out / stack, out / f"{stack}.base"]
+    for sub in ("imports", "git"):
+        d = cache.root / sub
+        if d.is_dir():
+            stores += sorted(d.iterdir())
+    return [s for s in stores if (s / "HEAD").exists() or (s / ".git").exists()]
+
+
+def lay_out_conflict(tree: Path, patch: PatchFile, stores: list[Path]) -> list[str]:
+    """Leave conflict markers for the person. `git am --3way` falls back to a merge only where the
+    repository has the blobs the patch was made against; a tree built at a new pin has none of
+    them. Copy those blobs in from `stores`, then merge the stopped patch into the work tree
+    (`git apply --3way`, the index left as `git am --continue` expects). Returns the files with
+    markers (empty when the blobs are nowhere: the patch is in .git/rebase-apply/patch)."""
+    g = Git(tree)
+    conflicted = g.out("diff", "--name-only", "--diff-filter=U").split()
+    if conflicted or not _mid_am(tree):
+        return conflicted
+    for blob in {m.decode() for m in PRE_IMAGE.findall(patch.raw)} - {"0" * 40}:
+        if g.run("cat-file", "-e", blob, check=False).rc == 0:
+            continue
+        for store in stores:
+            r = Git(store).run("cat-file", "-e", blob, check=False)
+            if r.rc == 0:
+                data = Git(store).raw("cat-file", "blob", blob)
+                g.run("hash-object", "-w", "--stdin", stdin=data)
+                break
+    current = tree / ".git" / "rebase-apply" / "patch"
+    g.run("apply", "--3way", "--whitespace=nowarn", str(current), check=False)
+    return g.out("diff", "--name-only", "--diff-filter=U").split()
+
+
 def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path, *, by_hand: bool,
-             progress: Progress) -> list[Resolved]:
+             progress: Progress, stores: list[Path] | None = None) -> list[Resolved]:
     """Drive the stopped `git am` to the end: the current patch as the person resolved it (by_hand)
     or by a remembered resolution, then each later conflict by a remembered one. Raises
     ConflictError, tree left mid-am, at the first patch that has none."""
@@ -170,6 +210,8 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
             if used is None:
                 failure = _failure_details(g, patch, log)  # git am's CONFLICT lines name the files
                 failure.failed_tree = str(tree)
+                if stores is not None:
+                    lay_out_conflict(tree, patch, stores)
                 raise ConflictError(failure.message, report=failure, hint=next_step_hint(cfg.name, tree))
             how = "reused"
         else:
@@ -246,7 +288,8 @@ def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | No
         if state and Git(target).rev("HEAD") != state.get("tip"):
             raise Dsv4Error(f"{target}: has commits not in the patch files; continuing would replace it",
                             hint=f"run `dsv4-patch export {cfg.name}` there first, or move it aside")
-        done = _advance(cfg, tree, patches, root, by_hand=True, progress=progress)
+        done = _advance(cfg, tree, patches, root, by_hand=True, progress=progress,
+                        stores=object_stores(cache, out, cfg.name))
         return ContinueResult(_finish(cfg, out, tree, cache, t0, done), done)
 
 
@@ -269,12 +312,22 @@ def reuse_after_conflict(cfg: StackConfig, out: Path, failure_tree: Path, *, roo
     with OutDir(out).locked():
         head = g.rev("HEAD")
         try:
-            done = _advance(cfg, tree, patches, root, by_hand=False, progress=progress)
+            done = _advance(cfg, tree, patches, root, by_hand=False, progress=progress,
+                            stores=object_stores(cache, out, cfg.name))
         except ConflictError:
             if g.rev("HEAD") == head:  # nothing fitted the first patch: as apply left it
                 return None
             raise
         return ContinueResult(_finish(cfg, out, tree, cache, t0, done), done)
+
+
+def prepare_failed_tree(cfg: StackConfig, out: Path, failure_tree: Path, *, cache: Cache | None = None) -> list[str]:
+    """After `apply` stopped (no remembered resolution fitted): leave markers to resolve."""
+    tree = Path(failure_tree)
+    if not _mid_am(tree):
+        return []
+    return lay_out_conflict(tree, _current(tree, load_stack(cfg).patches),
+                            object_stores(cache or Cache.default(), out, cfg.name))
 
 
 def abort_apply(cfg: StackConfig, out: Path) -> Path:

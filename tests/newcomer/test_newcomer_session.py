@@ -46,9 +46,7 @@ class Session:
         self.cwd = clone
 
     def run(self, cmd: str, expect: int | None = 0, timeout: int = 3000) -> subprocess.CompletedProcess:
-        shown = cmd
-        if cmd.startswith("cd "):  # `cd build/vllm && ...`: the shell's cwd moves for the next commands
-            pass
+        shown = cmd  # a `cd` in it moves the shell's cwd for the next commands (see __CWD__)
         p = subprocess.run(["bash", "-c", f"cd {self.cwd} && {cmd} ; rc=$?; echo \"__CWD__=$PWD\"; exit $rc"],
                            capture_output=True, text=True, env=self.env, timeout=timeout)
         out = p.stdout
@@ -57,6 +55,8 @@ class Session:
             self.cwd = Path(m.group(1).strip())
             out = out[:m.start()]
         self.log.append(f"$ {shown}\n{p.stderr}{out}")
+        if os.environ.get("DSV4_SESSION_TRANSCRIPT"):  # kept current: a failing run still leaves it
+            Path(os.environ["DSV4_SESSION_TRANSCRIPT"]).write_text(self.transcript())
         if expect is not None:
             assert p.returncode == expect, f"{cmd}: exit {p.returncode}\n{out}\n{p.stderr[-6000:]}"
         return subprocess.CompletedProcess(p.args, p.returncode, out, p.stderr)
@@ -75,8 +75,9 @@ def _seed(venvs: Path) -> None:
 
 
 def _resolve_markers(path: Path) -> None:
-    """Take the patch's side of each conflict block (the side after =======): the resolution a
-    person makes when upstream only moved the code the patch edits."""
+    """Keep both sides of each conflict block, upstream's lines then the patch's: the resolution
+    when upstream and the patch each added lines at the same place (what v0.28.0 does to the vLLM
+    stack: a new `direct_out = ...` line where the reference decode goes in)."""
     out, side = [], None
     for line in path.read_text().splitlines(keepends=True):
         if line.startswith("<<<<<<< "):
@@ -87,7 +88,7 @@ def _resolve_markers(path: Path) -> None:
             side = "theirs"
         elif line.startswith(">>>>>>> ") and side:
             side = None
-        elif side in (None, "theirs"):
+        elif side != "base":
             out.append(line)
     path.write_text("".join(out))
 
@@ -118,7 +119,9 @@ def test_readme_commands_and_realistic_session(tmp_path):
 
     # --- the realistic session, command by command as the README writes it
     commands = _session_commands()
-    done = set()
+    done: set[str] = set()
+    resolved: set[str] = set()
+    continues: list[int] = []
     for cmd in commands:
         if cmd.startswith("dsv4-patch apply vllm sglang"):
             p = s.run(cmd)
@@ -149,7 +152,10 @@ def test_readme_commands_and_realistic_session(tmp_path):
             if seed.is_dir():  # the release install, hard-linked; overlay, prune and import are real
                 subprocess.run(["cp", "-al", str(seed), str(clone / ".venv-vllm")], check=True)
             p = s.run(cmd)
-            assert re.search(r"patched modules that import: (\d+)/\1", p.stdout), p.stdout
+            # every patched module imports, except one this CPU machine cannot import unpatched either
+            m = re.search(r"patched modules that import: (\d+)/(\d+)(?: \((\d+) cannot be imported on this machine", p.stdout)
+            assert m and int(m.group(1)) + int(m.group(3) or 0) == int(m.group(2)), p.stdout
+            assert "does not import:" not in p.stdout
         elif cmd.startswith(".venv-vllm/bin/python -c"):
             s.run(cmd)
         elif cmd.startswith("dsv4-patch pin vllm v0.28.0 --dry-run"):
@@ -160,32 +166,28 @@ def test_readme_commands_and_realistic_session(tmp_path):
         elif cmd == "dsv4-patch apply vllm":
             p = s.run(cmd, expect=3)
             assert "dsv4-patch apply vllm --continue" in p.stderr
-        elif cmd.startswith("$EDITOR build/.dsv4/failed/vllm"):
+        elif cmd.startswith("$EDITOR build/.dsv4/failed/vllm/"):
             failed = clone / "build" / ".dsv4" / "failed" / "vllm"
+            named = cmd.split()[1][len("build/.dsv4/failed/vllm/"):]
             marked = subprocess.run(["git", "diff", "--name-only", "--diff-filter=U"], cwd=failed,
                                     capture_output=True, text=True).stdout.split()
-            assert marked
+            assert named in marked, marked  # the markers are where the README says
             for rel in marked:
                 _resolve_markers(failed / rel)
+                resolved.add(rel)
             s.log.append(f"$ {cmd}\n")
         elif cmd.startswith("dsv4-patch apply vllm --continue"):
-            # a later patch may stop again: resolve it the same way and continue
-            for _ in range(5):
-                p = s.run(cmd, expect=None)
-                if p.returncode != 3:
-                    break
-                failed = clone / "build" / ".dsv4" / "failed" / "vllm"
-                for rel in subprocess.run(["git", "diff", "--name-only", "--diff-filter=U"], cwd=failed,
-                                          capture_output=True, text=True).stdout.split():
-                    _resolve_markers(failed / rel)
-            assert p.returncode == 0, p.stdout + p.stderr
-            assert "conflict(s) resolved" in p.stdout
-            stored = list((clone / "patches" / "vllm" / "resolutions").rglob("*.patch"))
-            assert stored
-            for f in (clone / "build" / "vllm").rglob("*.py"):
-                pass  # the tree is complete; the resolved files compile:
-            for rel in {r.split(":")[0] for r in re.findall(r"in (vllm/\S+\.py)", p.stderr + p.stdout)}:
-                subprocess.run([sys.executable, "-m", "py_compile", str(clone / "build" / "vllm" / rel)], check=True)
+            p = s.run(cmd, expect=None)
+            continues.append(p.returncode)
+            assert p.returncode in (0, 3), p.stdout + p.stderr
+            if p.returncode == 3:
+                assert "dsv4-patch apply vllm --continue" in p.stderr  # the next stop says what to do
+            else:
+                assert "conflict(s) resolved" in p.stdout
+                assert list((clone / "patches" / "vllm" / "resolutions").rglob("*.patch"))
+                for rel in sorted(resolved):  # the resolved files compile
+                    subprocess.run([sys.executable, "-m", "py_compile", str(clone / "build" / "vllm" / rel)],
+                                   check=True)
         elif cmd.startswith("dsv4-patch export vllm"):
             p = s.run(cmd)
             assert p.stdout.count("wrote patches/vllm/") >= 1
@@ -195,6 +197,7 @@ def test_readme_commands_and_realistic_session(tmp_path):
         else:
             s.run(cmd, expect=None)
     assert "export" in done
+    assert continues and continues[-1] == 0  # the last --continue finished the stack
 
     out = os.environ.get("DSV4_SESSION_TRANSCRIPT")
     if out:
