@@ -98,3 +98,27 @@ def test_abort_drops_the_attempt_only(env, cli):
     cli(env, "apply", "demo", "--abort", check=0)
     assert not (env.out / ".dsv4" / "failed" / "demo").exists()
     assert _patches(env) == before
+
+
+def test_markers_are_laid_out_when_the_new_base_lacks_the_old_blobs(env, cli):
+    """A new pin imported on its own (an sdist: one commit, no history) has none of the blobs the
+    patches were made against, so `git am --3way` cannot merge and leaves no markers. The blobs
+    are copied from the tree built at the previous pin, and the markers appear."""
+    from synth import Upstream
+
+    (env.root / "tests").mkdir(exist_ok=True)
+    (env.root / "tests/test_demo.py").write_text("def test_ok():\n    pass\n")
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three", body=META)
+    assert (env.out / "demo").is_dir()  # the tree at the old pin
+    lonely = Upstream(env.tmp / "lonely")  # the new release, without the old one's history
+    lonely.write("src/a.py", numbered(60).replace("line 3\n", "line 3 (upstream)\n"))
+    lonely.write("src/b.txt", numbered(30, "b"))
+    new = lonely.commit("release")
+    toml = env.root / "patches/stacks.toml"
+    toml.write_text(toml.read_text().replace(str(env.up.path), str(lonely.path)).replace(env.base, new))
+    p = cli(env, "apply", "demo", "--force", check=3)
+    failed = env.out / ".dsv4" / "failed" / "demo"
+    assert "<<<<<<<" in (failed / "src/a.py").read_text(), p.stderr
+    _resolve_by_hand(failed)
+    cli(env, "apply", "demo", "--continue", check=0)
+    assert "line three (upstream)" in (env.out / "demo/src/a.py").read_text()
