@@ -91,8 +91,9 @@ def _with_lines(cfg, report) -> dict | None:
     return d
 
 
-def check_combined(repo: Path, base: str, head: str, *, stacks: list[str] | None = None, cache=None,
-                   progress=None) -> list[Combined]:
+def check_combined(repo: Path, base: str, head: str, *, stacks: list[str] | None = None,
+                   releases: list[str] | None = None, cache=None, progress=None) -> list[Combined]:
+    """Every release of each stack (its own series folder), or those `releases` names."""
     repo = Path(repo).resolve()
     mb = _git(repo, "merge-base", base, head).decode().strip()
     toml_path = "patches/stacks.toml"
@@ -104,14 +105,14 @@ def check_combined(repo: Path, base: str, head: str, *, stacks: list[str] | None
         (proj / "patches").mkdir(parents=True)
         (proj / toml_path).write_bytes(toml)
         project = load_project(proj)
-        for cfg in project.select(stacks):
+        for cfg in project.targets(stacks, releases):
             stack_dir = str(cfg.patch_dir.relative_to(proj))
             patches, changed, removed = combine(repo, base, head, stack_dir)
             cfg.patch_dir.mkdir(parents=True, exist_ok=True)
             for n, data in patches:
                 (cfg.patch_dir / n).write_bytes(data)
             cfg.series_path.write_text(render_series([n for n, _ in patches]))
-            res = Combined(cfg.name, [n for n, _ in patches], changed, removed)
+            res = Combined(cfg.label, [n for n, _ in patches], changed, removed)
             if not changed and not removed:
                 res.message = "the PR does not touch this stack"
                 results.append(res)

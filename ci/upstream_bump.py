@@ -12,6 +12,10 @@ GitHub is reached only through the `gh` CLI and only with --gh (or DSV4_CI_GH=1)
 the commands are printed (dry run), so the script and its tests run with no GitHub at all.
 
     python ci/upstream_bump.py --stack vllm               # dry run
+    python ci/upstream_bump.py --stack vllm --release v0.33.0   # bump that release's own series
+
+Every release of each stack (patches/stacks.toml) is bumped by default: each carries its own pin
+and series (patches/<stack>/releases/<tag>), and its branch is dsv4-bump/<stack>@<tag>-<label>.
     DSV4_CI_GH=1 python ci/upstream_bump.py               # what the workflow runs
 """
 
@@ -47,12 +51,14 @@ class Runner:
         return subprocess.run(argv, cwd=self.root, check=True, capture_output=True, text=True).stdout
 
 
-def publish(run: Runner, stack: str, rep, report_md: Path, base_branch: str) -> str:
+def publish(run: Runner, stack: str, rep, report_md: Path, base_branch: str, patch_dir: str | None = None) -> str:
+    """`stack` is a label (vllm, vllm@v0.33.0); `patch_dir` its folder relative to the checkout."""
+    patch_dir = patch_dir or f"patches/{stack}"
     label = rep.new["label"]
     if rep.status == "ok":
         branch = f"dsv4-bump/{stack}-{label}"
         run("git", "checkout", "-B", branch)
-        run("git", "add", "--", "patches/stacks.toml", f"patches/{stack}")
+        run("git", "add", "--", "patches/stacks.toml", patch_dir)
         run("git", "commit", "-m", f"{stack}: bump to {label} (refreshed by dsv4-patch bump)")
         run("git", "push", "--force", "origin", branch)
         run("gh", "pr", "create", "--base", base_branch, "--head", branch,
@@ -65,7 +71,7 @@ def publish(run: Runner, stack: str, rep, report_md: Path, base_branch: str) -> 
 
 def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branch: str, out: Path, emit=print) -> dict:
     project = load_project(root)
-    cfg = project.stack(stack)
+    cfg = project.target(stack)
     try:
         rep = bump(project, stack, None, latest=True, opts=BumpOptions(regress=regress, out=out,
                                                                          drop_upstreamed=False))
@@ -78,7 +84,7 @@ def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branc
     md, _ = write_bump(rep, out / f"{stack}.bump-report.md")
     for line in annotations(rep.outcomes, str(cfg.patch_dir.relative_to(root)), rep.new["label"]):
         emit(line)
-    action = publish(run, stack, rep, md, base_branch)
+    action = publish(run, stack, rep, md, base_branch, str(cfg.patch_dir.relative_to(project.root)))
     return {"stack": stack, "action": action, "status": rep.status, "report": str(md), "target": rep.new["label"]}
 
 
@@ -88,6 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--stack", action="append", help="stacks to bump [default: all]")
     ap.add_argument("--gh", action="store_true", default=os.environ.get("DSV4_CI_GH") == "1",
                     help="really push and call gh (default: dry run; DSV4_CI_GH=1 also enables)")
+    ap.add_argument("--release", action="append", help="only this upstream release of the stacks (repeatable) "
+                    "[default: every release]")
     ap.add_argument("--no-regress", action="store_true")
     ap.add_argument("--base-branch", default=os.environ.get("GITHUB_REF_NAME", "main"))
     ap.add_argument("--out", type=Path, default=None)
@@ -96,7 +104,12 @@ def main(argv=None) -> int:
     out = a.out or project.root / "build"
     run = Runner(project.root, a.gh)
     rc = 0
-    for stack in a.stack or list(project.stacks):
+    try:
+        labels = [c.label for c in project.targets(a.stack, a.release)]
+    except Dsv4Error as e:
+        print(f"::error::{e.one_line()}")
+        return 2
+    for stack in labels:
         try:
             res = bump_stack(project.root, stack, run, regress=not a.no_regress, base_branch=a.base_branch, out=out)
         except Dsv4Error as e:

@@ -7,6 +7,7 @@ cli (tools/applypatch.py) -> api -> domain (config, stack, tree, exporter, lint,
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -14,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import Project, StackConfig, load_project
+from .config import Project, StackConfig, env_key, load_project
 from .errors import ConflictError, Dsv4Error, UsageError
 from .gitcmd import Git
 from .lint import Finding, lint_stack
-from .regress import RegressReport, bound_tests, missing_modules, require_pytest, run_pytest, summarize, tree_env
+from .regress import RegressReport, bound_tests, missing_modules, require_pytest, run_pytest, summarize
 from .sources import Cache, Progress, materialize
 from .stack import load_stack
 from .tree import ApplyResult, PatchFailure, build_tree
@@ -33,16 +34,23 @@ def out_dir(project: Project, out: Path | None) -> Path:
     return Path(out) if out else project.root / DEFAULT_OUT
 
 
+def release_fields(cfg: StackConfig) -> dict:
+    """What every --json row says about the release it is for."""
+    return {"stack": cfg.name, "release": cfg.release, "primary": cfg.primary, "label": cfg.label}
+
+
 # ---------------------------------------------------------------- apply / export / check
-def apply(project: Project, stacks: list[str] | None, *, out: Path | None = None, threeway: bool = True,
-          source: str | None = None, force: bool = False, progress: Progress = None,
-          resume: bool = False) -> list[ApplyResult]:
-    """Build each stack's tree. At a conflict, remembered resolutions (patches/<stack>/resolutions)
-    are tried; without one the ConflictError says how to resolve and `--continue` (resume=True)."""
+def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | None = None, out: Path | None = None,
+          threeway: bool = True, source: str | None = None, force: bool = False,
+          progress: Progress = None, resume: bool = False) -> list[ApplyResult]:
+    """Build every release of the named stacks (or those --release names): OUT/<stack> for the
+    primary release, OUT/<stack>@<tag> for each further one. At a conflict, remembered resolutions
+    (patches/<stack>/resolutions) are tried; without one the ConflictError says how to resolve and
+    `--continue` (resume=True) finishes the stopped apply."""
     from . import resolve
 
     results = []
-    for s in project.select(stacks):
+    for s in project.targets(stacks, releases):
         where = out_dir(project, out)
         if resume:
             results.append(resolve.continue_apply(s, where, root=project.root, progress=progress).apply)
@@ -58,7 +66,7 @@ def apply(project: Project, stacks: list[str] | None, *, out: Path | None = None
                 results.append(reused.apply)
                 continue
             resolve.prepare_failed_tree(s, where, Path(failed))
-            e.hint = resolve.next_step_hint(s.name, failed)
+            e.hint = resolve.next_step_hint(s.label, failed)
             raise
     return results
 
@@ -66,24 +74,51 @@ def apply(project: Project, stacks: list[str] | None, *, out: Path | None = None
 def abort_apply(project: Project, stack: str, *, out: Path | None = None) -> Path:
     from . import resolve
 
-    return resolve.abort_apply(project.stack(stack), out_dir(project, out))
+    return resolve.abort_apply(project.target(stack), out_dir(project, out))
 
 
-def ensure_tree(root: Path, stack: str, *, patched: bool = True, out: Path | None = None) -> Path:
-    """The patched tree (or the pristine pin) of `stack`, built or reused under build/."""
+def ensure_tree(root: Path, stack: str, *, patched: bool = True, out: Path | None = None,
+                release: str | None = None) -> Path:
+    """The patched tree (or the pristine pin) of `stack` at `release` (default: the primary),
+    built or reused under build/: build/vllm, build/vllm.base, build/vllm@v0.33.0(.base)."""
     project = load_project(root)
-    cfg = project.stack(stack)
-    name = stack if patched else stack + BASE_SUFFIX
+    cfg = project.target(stack, release)
+    name = cfg.label if patched else cfg.label + BASE_SUFFIX
     res = build_tree(cfg, out_dir(project, out), name=name, upto=None if patched else 0, force=not patched)
     return res.tree
 
 
-def export(project: Project, stack: str, *, out: Path | None = None, tree: Path | None = None,
-           check: bool = False) -> ExportResult:
-    cfg = project.stack(stack)
-    tree = tree or out_dir(project, out) / stack
+def tree_for_tests(root: Path, stack: str, *, patched: bool = True, release: str | None = None,
+                   environ: dict | None = None) -> Path:
+    """The tree a test asked for through the `dsv4_tree` fixture (tests/conftest.py).
+
+    DSV4_TREE_<STACK>__<TAG> / DSV4_BASE_<STACK>__<TAG> name a given release's trees;
+    DSV4_TREE_<STACK> / DSV4_BASE_<STACK> the release under test, which DSV4_RELEASE_<STACK>
+    names (the primary when unset). `regress` sets all three; otherwise the tree is built."""
+    env = os.environ if environ is None else environ
+    prefix = "DSV4_TREE_" if patched else "DSV4_BASE_"
+    under_test = env.get("DSV4_RELEASE_" + env_key(stack)) or None  # None: the primary
+    want = release or under_test
+    if want == under_test and env.get(prefix + env_key(stack)):
+        return Path(env[prefix + env_key(stack)])
+    if want is not None:
+        if env.get(prefix + env_key(stack, want)):
+            return Path(env[prefix + env_key(stack, want)])
+        cfg = load_project(root).target(stack, want)
+        if cfg.primary and under_test is None and env.get(prefix + env_key(stack)):
+            return Path(env[prefix + env_key(stack)])  # the primary, asked for by its tag
+        want = None if cfg.primary else cfg.release
+    return ensure_tree(root, stack, patched=patched, release=want)
+
+
+def export(project: Project, stack: str, *, release: str | None = None, out: Path | None = None,
+           tree: Path | None = None, check: bool = False) -> ExportResult:
+    """Export one release's tree (default: the primary's) into its patch folder."""
+    cfg = project.target(stack, release)
+    tree = tree or out_dir(project, out) / cfg.label
     if not tree.exists():
-        raise Dsv4Error(f"{tree}: no patched tree", hint=f"run `dsv4-patch apply {stack}` and commit your edits there first")
+        raise Dsv4Error(f"{tree}: no patched tree",
+                        hint=f"run `dsv4-patch apply {cfg.label}` and commit your edits there first")
     from .advice import export_refusal
 
     refused = export_refusal(tree) if (tree / ".git").exists() else None
@@ -92,10 +127,72 @@ def export(project: Project, stack: str, *, out: Path | None = None, tree: Path 
     return export_stack(cfg, tree, check=check)
 
 
-def check(project: Project, stacks: list[str] | None = None) -> list[Finding]:
+@dataclass
+class ExportRun:
+    """`export STACK` over its releases: each one exported, or skipped (no tree was built)."""
+    config: StackConfig
+    result: ExportResult | None
+    skipped: str = ""
+
+    def to_dict(self) -> dict:
+        d = self.result.to_dict() if self.result else {"written": [], "removed": [], "series_changed": False,
+                                                       "stale": False}
+        return d | release_fields(self.config) | {"skipped": self.skipped,
+                                                  "diff": self.result.diff if self.result else ""}
+
+
+def export_releases(project: Project, stack: str, *, releases: list[str] | None = None, out: Path | None = None,
+                    tree: Path | None = None, check: bool = False) -> list[ExportRun]:
+    """Export every release of `stack` whose tree exists (those named must exist).
+
+    With --tree only one release can be meant: the one --release names, else the primary."""
+    named = bool(releases) or "@" in stack
+    cfgs = project.targets([stack], releases)
+    if tree is not None:
+        if len(cfgs) > 1 and named:
+            raise UsageError("--tree names one tree: pass one --release with it")
+        cfgs = cfgs[:1]
+        return [ExportRun(cfgs[0], export(project, cfgs[0].label, tree=tree, check=check))]
+    runs = []
+    for cfg in cfgs:
+        path = out_dir(project, out) / cfg.label
+        if not path.exists() and not named:
+            runs.append(ExportRun(cfg, None, skipped=f"no tree {path} (run `dsv4-patch apply {cfg.label}`)"))
+            continue
+        runs.append(ExportRun(cfg, export(project, cfg.label, out=out, check=check)))
+    if all(r.result is None for r in runs):
+        export(project, cfgs[0].label, out=out, check=check)  # raises: no tree of any release
+    return runs
+
+
+def export_upstream(project: Project, stack: str, *, releases: list[str] | None = None, out: Path | None = None,
+                    mbox: Path | None = None, to_stdout: bool = False):
+    """`export --upstream`: one mbox per release, from the committed patch files (no tree).
+
+    Written to OUT/upstream/<stack>.mbox and OUT/upstream/<stack>@<tag>.mbox, or to `mbox` (or
+    returned for stdout) when one release is selected. Returns (rows, mbox bytes for stdout)."""
+    from .upstream_mbox import export_upstream as one
+
+    cfgs = project.targets([stack], releases)
+    if (mbox is not None or to_stdout) and len(cfgs) > 1:
+        raise UsageError(f"{stack} has {len(cfgs)} releases ({', '.join(c.label for c in cfgs)}); --mbox names one file",
+                         hint="pick one with --release TAG or STACK@TAG")
+    if to_stdout:
+        row, data = one(cfgs[0], None)
+        return [row], data
+    rows = []
+    for cfg in cfgs:
+        dest = mbox if mbox is not None else out_dir(project, out) / "upstream" / f"{cfg.label}.mbox"
+        rows.append(one(cfg, dest)[0])
+    return rows, None
+
+
+def check(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None) -> list[Finding]:
     findings = []
-    for s in project.select(stacks):
-        findings += lint_stack(project, s)
+    for s in project.targets(stacks, releases):
+        for f in lint_stack(project, s):
+            f.stack, f.release = s.name, s.release or ""
+            findings.append(f)
     return findings
 
 
@@ -109,8 +206,13 @@ class StackStatus:
     sources: list[str]
     patches: list[dict]
     applies: dict | None = None  # --check: {"ok": bool, "failure": {...}}
+    semantic: list[dict] | None = None  # --check: each patch's intent tests on the pristine pin
     warnings: list[str] = field(default_factory=list)
     info: dict = field(default_factory=dict)
+    release: str | None = None
+    primary: bool = True
+    label: str = ""
+    patch_dir: str = ""
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
@@ -138,19 +240,26 @@ def vllm_deepgemm_pin(base_repo: Path, commit: str) -> tuple[str | None, str | N
     return value("GIT_REPOSITORY"), value("GIT_TAG")
 
 
-def status(project: Project, stacks: list[str] | None = None, *, check_apply: bool = False,
-           cache: Cache | None = None, progress: Progress = None) -> list[StackStatus]:
+def status(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None,
+           check_apply: bool = False, semantic: bool = True, cache: Cache | None = None,
+           progress: Progress = None) -> list[StackStatus]:
+    """One row per release of each stack (the primary first); with `check_apply`, whether it applies
+    and (`semantic`) whether each patch's intent tests fail on the pristine pin."""
     cache = cache or Cache.default()
     rows = []
-    for cfg in project.select(stacks):
+    for cfg in project.targets(stacks, releases):
         loaded = load_stack(cfg)
         row = StackStatus(cfg.name, cfg.upstream, cfg.tag, cfg.commit, [s.describe() for s in cfg.sources],
-                          [{"name": p.name, "subject": p.subject, **p.metadata.to_dict()} for p in loaded.patches])
+                          [{"name": p.name, "subject": p.subject, **p.metadata.to_dict()} for p in loaded.patches],
+                          release=cfg.release, primary=cfg.primary, label=cfg.label,
+                          patch_dir=_rel(project, cfg.patch_dir))
         if check_apply:
             with tempfile.TemporaryDirectory(prefix="dsv4-status-") as td:
                 try:
                     build_tree(cfg, Path(td), cache=cache, progress=progress)
                     row.applies = {"ok": True}
+                    if semantic:
+                        _semantic_at_pin(project, cfg, loaded.patches, Path(td), cache, row, progress)
                 except ConflictError as e:
                     row.applies = {"ok": False, "failure": e.report.to_dict() if isinstance(e.report, PatchFailure) else e.message}
                 except Dsv4Error as e:
@@ -160,11 +269,24 @@ def status(project: Project, stacks: list[str] | None = None, *, check_apply: bo
     return rows
 
 
+def _semantic_at_pin(project: Project, cfg: StackConfig, patches, td: Path, cache: Cache, row: StackStatus,
+                     progress: Progress) -> None:
+    """Each patch's intent tests on the pristine pin: they must fail there (`needed`); one that passes
+    without its patch proves nothing (or the pin already has the fix)."""
+    from .bump.semantic import check as semantic_check
+
+    base = build_tree(cfg, td, name=cfg.name + BASE_SUFFIX, upto=0, cache=cache, progress=progress)
+    row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg.name, base.tree, patches, progress=progress)]
+    for s in row.semantic:
+        if s["verdict"] == "fixed-upstream":
+            row.warnings.append(f"{s['patch']}: its intent tests pass on the pristine pin without it ({s['reason']})")
+
+
 def _cross_stack(project: Project, rows: list[StackStatus], cache: Cache, *, fetch: bool) -> None:
     """vLLM builds the DeepGEMM its cmake pins: report that beside the deepgemm stack's pin."""
     if "vllm" not in project.stacks or "deepgemm" not in project.stacks:
         return
-    row = next((r for r in rows if r.name in ("vllm", "deepgemm")), None)
+    row = next((r for r in rows if r.name in ("vllm", "deepgemm") and r.primary), None)
     if row is None:
         return
     vllm = project.stack("vllm")
@@ -185,6 +307,13 @@ def _cross_stack(project: Project, rows: list[StackStatus], cache: Cache, *, fet
             f"{pin[:12]}: a vLLM build uses the patched DeepGEMM only through DEEPGEMM_SRC_DIR")
 
 
+def _rel(project: Project, p: Path) -> str:
+    try:
+        return str(p.relative_to(project.root))
+    except ValueError:
+        return str(p)
+
+
 def _cached_base(cfg: StackConfig, cache: Cache):
     """The stack's base if a source already has it locally (no network)."""
     try:
@@ -194,84 +323,123 @@ def _cached_base(cfg: StackConfig, cache: Cache):
 
 
 # ---------------------------------------------------------------- regress
-def regress(project: Project, stacks: list[str] | None = None, *, out: Path | None = None, bisect: bool = False,
-            marker: str | None = None, pytest_args: tuple[str, ...] = (), log=None,
-            progress: Progress = None) -> RegressReport:
+def regress(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None,
+            out: Path | None = None, bisect: bool = False, marker: str | None = None,
+            pytest_args: tuple[str, ...] = (), log=None, progress: Progress = None) -> RegressReport:
+    """Run each release's bound tests against that release's trees.
+
+    The primary releases of all stacks share one pytest run (as before releases existed); each
+    further release gets a run of its own, with DSV4_TREE_<STACK> pointing at its trees and
+    DSV4_RELEASE_<STACK> naming it. Results name the release by label (`vllm@v0.33.0`)."""
     t0 = time.monotonic()
-    cfgs = project.select(stacks)
+    cfgs = project.targets(stacks, releases)
     require_pytest()
     base_out = out_dir(project, out)
     if bisect:
         return _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
-    trees, stack_patches = {}, []
-    for cfg in cfgs:
-        patched = build_tree(cfg, base_out, progress=progress)
-        base = build_tree(cfg, base_out, name=cfg.name + BASE_SUFFIX, upto=0, force=True, progress=progress)
-        trees[cfg.name] = (patched.tree, base.tree)
-        stack_patches.append((cfg.name, load_stack(cfg).patches))
-    nodes = bound_tests([p for _, ps in stack_patches for p in ps])
-    if not nodes:
-        return RegressReport([], time.monotonic() - t0, 0)
+    groups = [[c for c in cfgs if c.primary]] + [[c] for c in cfgs if not c.primary]
+    results, rc = [], 0
     say_ = progress or (lambda m: None)
-    say_(f"running {len(nodes)} bound test ids")
-    rc, outcomes = run_pytest(project.root, nodes, tree_env(trees), marker=marker, pytest_args=pytest_args, log=log)
-    return RegressReport(summarize(stack_patches, outcomes), time.monotonic() - t0, rc,
-                         missing_modules=missing_modules(outcomes))
+    missing: dict[str, str] = {}
+    for group in filter(None, groups):
+        trees, stack_patches = [], []
+        for cfg in group:
+            patched = build_tree(cfg, base_out, progress=progress)
+            base = build_tree(cfg, base_out, name=cfg.label + BASE_SUFFIX, upto=0, force=True, progress=progress)
+            trees.append((cfg, patched.tree, base.tree))
+            stack_patches.append((cfg.label, load_stack(cfg).patches))
+        nodes = bound_tests([p for _, ps in stack_patches for p in ps])
+        if not nodes:
+            continue
+        say_(f"running {len(nodes)} bound test ids" + ("" if group[0].primary else f" for {group[0].label}"))
+        grc, outcomes = run_pytest(project.root, nodes, release_env(trees), marker=marker,
+                                   pytest_args=pytest_args, log=log)
+        rc = rc or grc
+        results += summarize(stack_patches, outcomes)
+        missing.update(missing_modules(outcomes))
+    return RegressReport(results, time.monotonic() - t0, rc, missing_modules=missing)
+
+
+def release_env(trees: list[tuple[StackConfig, Path, Path]]) -> dict[str, str]:
+    """DSV4_TREE_/DSV4_BASE_ variables for the trees of one pytest run (see tree_for_tests)."""
+    env = {}
+    for cfg, patched, base in trees:
+        for key in {cfg.env_key, env_key(cfg.name)}:  # its own name, and "the release under test"
+            env[f"DSV4_TREE_{key}"], env[f"DSV4_BASE_{key}"] = str(patched), str(base)
+        env[f"DSV4_RELEASE_{env_key(cfg.name)}"] = cfg.release or ""
+    return env
+
+
+def report_dict(project: Project, rep: RegressReport) -> dict:
+    """The regress report for --json: each patch row names its stack and release."""
+    d = rep.to_dict()
+    for row in d["patches"]:
+        row.update(release_fields(project.target(row["stack"])))
+    return d
 
 
 def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> RegressReport:
-    """Apply each stack one patch at a time; name the first patch whose bound tests fail."""
+    """Apply each release of each stack one patch at a time; name the first patch whose bound
+    tests fail."""
     results = []
     rc = 0
     for cfg in cfgs:
         patches = load_stack(cfg).patches
-        base = build_tree(cfg, base_out, name=cfg.name + BASE_SUFFIX, upto=0, force=True, progress=progress)
+        base = build_tree(cfg, base_out, name=cfg.label + BASE_SUFFIX, upto=0, force=True, progress=progress)
         for k in range(1, len(patches) + 1):
-            tree = build_tree(cfg, base_out, name=cfg.name + ".bisect", upto=k, force=True, progress=progress)
+            tree = build_tree(cfg, base_out, name=cfg.label + ".bisect", upto=k, force=True, progress=progress)
             nodes = bound_tests(patches[:k])
             if progress:
-                progress(f"bisect {cfg.name}: {k}/{len(patches)} {patches[k - 1].name}")
-            rc, outcomes = run_pytest(project.root, nodes, tree_env({cfg.name: (tree.tree, base.tree)}),
+                progress(f"bisect {cfg.label}: {k}/{len(patches)} {patches[k - 1].name}")
+            rc, outcomes = run_pytest(project.root, nodes, release_env([(cfg, tree.tree, base.tree)]),
                                       marker=marker, pytest_args=pytest_args, log=log) if nodes else (0, {})
-            step = summarize([(cfg.name, patches[:k])], outcomes)
+            step = summarize([(cfg.label, patches[:k])], outcomes)
             if any(r.outcome in ("failed", "missing") for r in step):
-                return RegressReport(step, time.monotonic() - t0, rc, first_bad=(cfg.name, patches[k - 1].name),
+                return RegressReport(step, time.monotonic() - t0, rc, first_bad=(cfg.label, patches[k - 1].name),
                                      missing_modules=missing_modules(outcomes))
-            results = [r for r in results if r.stack != cfg.name] + step
+            results = [r for r in results if r.stack != cfg.label] + step
     return RegressReport(results, time.monotonic() - t0, rc)
 
 
 # ---------------------------------------------------------------- pin
-def pin(project: Project, stack: str, ref: str, *, source: str | None = None, cache: Cache | None = None,
-        progress: Progress = None, dry_run: bool = False, check_applies: bool = True,
+def pin(project: Project, stack: str, ref: str, *, release: str | None = None, source: str | None = None,
+        cache: Cache | None = None, progress: Progress = None, dry_run: bool = False, check_applies: bool = True,
         force: bool = False) -> PinResult:
-    """Move the stack's pin to `ref` through the same verification as apply. First checks that
-    every patch still applies there (result on `.applies`); a pin the stack would not apply at is
-    refused (ConflictError naming the patches) unless `force`, and only reported with dry_run."""
+    """Move the pin of the stack's primary release (or of `release`) to `ref` through the same
+    verification as apply. First checks that every patch still applies there (result on
+    `.applies`); a pin the stack would not apply at is refused (ConflictError naming the patches)
+    unless `force`, and only reported with dry_run."""
     from .pincheck import check_pin
 
+    cfg = project.target(stack, release)
     verdict = None
-    if check_applies:
-        verdict = check_pin(project, stack, ref, source=source, progress=progress)
+    if check_applies and not cfg.primary:  # bump rebases a stack's primary series
+        from .pincheck import PinCheck
+
+        verdict = PinCheck(ref, False, why_unchecked=f"`bump` checks the primary series; for {cfg.label} run "
+                                                     f"`dsv4-patch apply {cfg.label}` after the pin moves")
+    elif check_applies:
+        verdict = check_pin(project, cfg.name, ref, source=source, progress=progress)
         if verdict.checked and not verdict.ok and not (dry_run or force):
-            raise ConflictError(f"{stack}: pin not moved to {ref}: {verdict.summary()}",
-                                hint=f"`dsv4-patch bump {stack} {ref}` rebases and refreshes the patches; "
+            raise ConflictError(f"{cfg.label}: pin not moved to {ref}: {verdict.summary()}",
+                                hint=f"`dsv4-patch bump {cfg.label} {ref}` rebases and refreshes the patches; "
                                      "--force moves the pin anyway")
-    res = pin_stack(project, project.stack(stack), ref, source=source, cache=cache or Cache.default(),
+    res = pin_stack(project, cfg, ref, source=source, cache=cache or Cache.default(),
                     progress=progress, dry_run=dry_run)
     res.applies = verdict
     return res
 
 
-def build(project: Project, stack: str, venv: Path, *, from_source: bool = False, out: Path | None = None,
-          deepgemm_src: Path | None = None, progress: Progress = None):
-    """Python overlay build of the patched stack into `venv` (see dsv4_patch/build.py)."""
+def build(project: Project, stack: str, venv: Path, *, release: str | None = None, from_source: bool = False,
+          out: Path | None = None, deepgemm_src: Path | None = None, progress: Progress = None):
+    """Python overlay build of the patched stack (one release, default the primary) into `venv`
+    (see dsv4_patch/build.py)."""
     from . import build as build_mod
 
-    cfg = project.stack(stack)
+    cfg = project.target(stack, release)
     base_out = out_dir(project, out)
     patched = build_tree(cfg, base_out, progress=progress)
-    base = build_tree(cfg, base_out, name=cfg.name + BASE_SUFFIX, upto=0, force=True, progress=progress)
+    base = build_tree(cfg, base_out, name=cfg.label + BASE_SUFFIX, upto=0, force=True, progress=progress)
     pkg = next((s for s in cfg.sources if s.kind in ("sdist", "wheel")), None)
     if pkg is None:
         raise UsageError(f"stack {stack} has no PyPI release source", hint="overlay builds need an sdist or wheel pin")
@@ -302,19 +470,23 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
     if bad:
         raise UsageError(f"unknown level {bad[0]!r}", hint=f"use {', '.join(LEVELS)}")
     written = []
-    for stack in sorted({r.stack for r in report.results}):
-        cfg = project.stack(stack)
-        rows = [r for r in report.results if r.stack == stack]
+    for label in sorted({r.stack for r in report.results}):
+        cfg = project.target(label)  # results name a release by label: vllm, vllm@v0.33.0
+        # A patch none of whose bound tests ran here (all left out by -m, e.g. -m gpu) is not part
+        # of this result: the file names only the patches whose tests ran.
+        rows = [r for r in report.results if r.stack == label and r.outcome != "no-tests"]
+        if not rows:
+            continue
         failed = [r for r in rows if r.outcome in ("failed", "missing")]
         verified = [r.patch for r in rows if r.outcome == "passed"]
         unverified = {r.patch: f"{r.outcome}: {r.reason or 'bound tests skipped'}"
-                      for r in rows if r.outcome in ("not-verified", "partial", "no-tests")}
+                      for r in rows if r.outcome in ("not-verified", "partial")}
         for level in levels:
             ok, evidence = not failed, {"patches": {r.patch: r.outcome for r in rows},
                                         "pytest_rc": report.pytest_rc, "seconds": round(report.seconds, 1)}
             note, keep = "", None
             if level == "apply":
-                exp = export(project, stack, out=out, check=True)
+                exp = export(project, label, out=out, check=True)
                 ok, evidence = not exp.stale, {"export_stale": exp.stale, "applied_patches": len(rows)}
             elif ok:
                 # A pass speaks only for the patches whose tests ran; the others are named as not verified.
@@ -324,11 +496,11 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
                 if unverified:
                     evidence["not_verified"] = unverified
                     note = "not verified here: " + "; ".join(f"{p} ({why})" for p, why in unverified.items())
-            state = (out_dir(project, out) / stack / ".git" / "dsv4" / "state.json")
+            state = (out_dir(project, out) / cfg.label / ".git" / "dsv4" / "state.json")
             base = json.loads(state.read_text())["base"] if state.exists() else ""
-            data = make_result(stack, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by,
+            data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by,
                                note=note)
-            if keep is not None:
-                data["patches"] = [p for p in data["patches"] if p["name"] in keep]
+            keep = keep if keep is not None else {r.patch for r in rows}  # only the patches whose tests ran
+            data["patches"] = [p for p in data["patches"] if p["name"] in keep]
             written.append(write_result(cfg.patch_dir, data))
     return written

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,8 +15,26 @@ from .config import Project, StackConfig
 from .errors import PatchFormatError
 from .patchfile import FileDiff, PatchFile, load_patch
 from .series import read_series
+from .bump.semantic import NODE_RE
 
 REQUIRED = ("Upstream-Status", "Regression-Test")
+SIGNOFF = re.compile(r"^Signed-off-by:[ \t]*(.*)$", re.M)
+IDENT = re.compile(r"^[^<>\s][^<>]*? <[^<>@\s]+@[^<>\s]+>$")
+
+
+def signoff_problem(patch: PatchFile) -> str | None:
+    """None when the message ends with a `Signed-off-by: Name <email>` trailer (upstream DCO
+    checks, vLLM's among them, reject a commit without one); else what is wrong."""
+    found = SIGNOFF.findall(patch.description)
+    if not found:
+        return "no Signed-off-by: trailer (upstream DCO checks reject the commit)"
+    bad = next((v for v in found if not IDENT.match(v.strip())), None)
+    if bad is not None:
+        return f"Signed-off-by: {bad.strip()!r} is not 'Name <email>'"
+    last = patch.description.strip().split("\n\n")[-1]
+    if not SIGNOFF.search(last):
+        return "Signed-off-by: is not in the closing trailer block (git and DCO checks read only the last paragraph)"
+    return None
 
 
 @dataclass
@@ -24,6 +43,8 @@ class Finding:
     line: int
     message: str
     severity: str = "error"
+    stack: str = ""  # set by api.check: the stack and release the finding is for
+    release: str = ""
 
     def __str__(self) -> str:
         loc = f"{self.file}:{self.line}" if self.line else self.file
@@ -114,10 +135,17 @@ def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[F
         f.append(Finding(rel, 0, "missing Upstream-Status: (Pending | Submitted <url> | Backport <commit> | Inappropriate [reason])"))
     if not patch.metadata.regression_tests:
         f.append(Finding(rel, 0, "missing Regression-Test: <pytest node id> (the test that fails without this patch)"))
+    why = signoff_problem(patch)
+    if why:
+        f.append(Finding(rel, 0, why + "; add it in the tree (`git rebase -i --signoff refs/dsv4/base`) and export"))
     for node in patch.metadata.regression_tests:
         why = node_exists(project.root, node)
         if why:
             f.append(Finding(rel, 0, f"Regression-Test {node}: {why}"))
+    for node in NODE_RE.findall(patch.metadata.drop_when or ""):  # the tests that decide it at a bump
+        why = node_exists(project.root, node)
+        if why:
+            f.append(Finding(rel, 0, f"Drop-When names {node}: {why}"))
     for fd in patch.files:
         for msg in _path_findings(fd):
             f.append(Finding(rel, fd.line, msg + " (patches may only touch paths inside the upstream tree)"))

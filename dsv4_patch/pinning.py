@@ -80,8 +80,8 @@ def pin_stack(project: Project, stack: StackConfig, ref: str, *, source: str | N
                     changes[f"sources.{spec.kind}.{k}"] = (spec.get(k), v)
                 for k, v in stack_vals.items():
                     changes[k] = (stack.raw.get(k), v)
-                text = set_keys(text, f"[[stacks.{stack.name}.sources]]", src_vals, nth=stack.sources.index(spec))
-                text = set_keys(text, f"[stacks.{stack.name}]", stack_vals)
+                text = set_keys(text, stack.sources_table, src_vals, nth=stack.sources.index(spec))
+                text = set_keys(text, stack.table, stack_vals)
             elif spec.kind == "git":
                 _, sha = gitsource.fetch_ref(stack, spec, cache, ref, progress)
                 vals = {"commit": sha}
@@ -89,14 +89,96 @@ def pin_stack(project: Project, stack: StackConfig, ref: str, *, source: str | N
                     vals["tag"] = ref
                 for k, v in vals.items():
                     changes[k] = (stack.raw.get(k), v)
-                text = set_keys(text, f"[stacks.{stack.name}]", vals)
+                text = set_keys(text, stack.table, vals)
             else:
                 raise SourceError("a path source has no pin of its own")
             if not dry_run:
                 tmp = path.with_suffix(".toml.tmp")
                 tmp.write_text(text)
                 tmp.replace(path)
-            return PinResult(stack.name, changes, spec.describe())
+            return PinResult(stack.label, changes, spec.describe())
         except SourceError as e:
             errors.append(f"{spec.describe()}: {e.one_line()}")
     raise SourceError(f"cannot pin {stack.name} to {ref}", hint="; ".join(errors))
+
+
+def _toml_str(v: str) -> str:
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def release_tables(stack: StackConfig, tag: str, commit: str, sources: list[dict],
+                   patches: str | None = None) -> str:
+    """The TOML text declaring `tag` as a further release of `stack`, with its own sources."""
+    rel = f'stacks.{stack.name}.releases."{tag}"'
+    lines = [f"[{rel}]", f"commit = {_toml_str(commit)}"]
+    if patches:
+        lines.append(f"patches = {_toml_str(patches)}")
+    for src in sources:
+        lines += ["", f"[[{rel}.sources]]"]
+        for k, v in src.items():
+            if isinstance(v, str):
+                lines.append(f"{k} = {_toml_str(v)}")
+            elif isinstance(v, list):
+                lines.append(f"{k} = [{', '.join(_toml_str(x) for x in v)}]")
+            elif isinstance(v, dict):
+                lines.append(f"{k} = {{ {', '.join(f'{_toml_str(a)} = {_toml_str(b)}' for a, b in v.items())} }}")
+    return "\n".join(lines) + "\n"
+
+
+def add_release(project: Project, stack: StackConfig, tag: str, commit: str, sources: list[dict],
+                *, patches: str | None = None, dry_run: bool = False) -> StackConfig:
+    """Declare `tag` as a further release of `stack` in patches/stacks.toml (after the stack's
+    last table, comments and layout kept) and return its config. The text is validated as the
+    whole file before it is written; an existing release of that tag is an error.
+
+    `bump --as-release TAG` writes its refreshed stack this way: the patch files go to the
+    returned config's patch_dir (patches/<stack>/releases/<tag> by default)."""
+    from .config import parse_project
+
+    primary = project.stack(stack.name)
+    if tag in primary.releases or tag in (primary.release, primary.tag):
+        raise ConfigError(f"{project.config_path}: {stack.name} already has release {tag}",
+                          hint=f"pin it with `dsv4-patch pin {stack.name}@{tag} REF`, or remove its table first")
+    path = project.config_path
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    prefix = f"[stacks.{primary.name}"
+    last = max((i for i, ln in enumerate(lines) if ln.strip().lstrip("[").startswith(prefix[1:] + ".")
+                or ln.strip() in (f"[stacks.{primary.name}]",)), default=len(lines) - 1)
+    end = next((j for j in range(last + 1, len(lines)) if lines[j].lstrip().startswith("[")), len(lines))
+    while end > last + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1  # blank lines and the next table's leading comments stay with the next table
+    block = "\n" + release_tables(primary, tag, commit, sources, patches)
+    if end < len(lines):
+        block += "\n"
+    if lines and not lines[end - 1].endswith("\n"):
+        block = "\n" + block
+    new_text = "".join(lines[:end]) + block + "".join(lines[end:])
+    new = parse_project(project.root, new_text, path)  # one-line error, nothing written
+    if not dry_run:
+        tmp = path.with_suffix(".toml.tmp")
+        tmp.write_text(new_text, encoding="utf-8")
+        tmp.replace(path)
+    return new.target(stack.name, tag)
+
+
+def bumped_release_sources(stack: StackConfig, spec: SourceSpec | None, source_vals: dict | None) -> list[dict]:
+    """The sources of a release made by bumping `stack`: its own sources, the one the bump went
+    through (`spec`) carrying the new version/sha256/filename (`source_vals`)."""
+    out = []
+    for s in stack.sources:
+        d = {"kind": s.kind, **s.options}
+        if spec is not None and s is spec and source_vals:
+            d.update(source_vals)
+        out.append(d)
+    return out
+
+
+def declare_bumped_release(project: Project, stack: StackConfig, tag: str, pin: dict, spec: SourceSpec | None,
+                           *, dry_run: bool = False) -> StackConfig:
+    """For `bump STACK REF --as-release TAG`: declare TAG with the pin the bump found (`pin` as
+    bump's Target.pin: {"stack": {"tag", "commit"}, "source": {...}}) and return its config,
+    whose patch_dir is where the refreshed patch files go (patches/<stack>/releases/<tag>)."""
+    commit = pin["stack"]["commit"]
+    return add_release(project, stack, tag, commit, bumped_release_sources(stack, spec, pin.get("source")),
+                       dry_run=dry_run)

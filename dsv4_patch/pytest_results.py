@@ -7,7 +7,7 @@ import json
 import os
 
 _results: dict[str, dict] = {}
-_RANK = {"passed": 0, "skipped": 1, "failed": 2}
+_RANK = {"deselected": -1, "passed": 0, "skipped": 1, "failed": 2}
 
 
 def _record(nodeid: str, outcome: str, why: str = "") -> None:
@@ -25,6 +25,12 @@ def pytest_runtest_logreport(report):
             crash = getattr(report.longrepr, "reprcrash", None)
             why = str(crash) if crash is not None else (str(report.longrepr).splitlines() or [""])[-1]
         _record(report.nodeid, report.outcome, why)
+
+
+def pytest_deselected(items):
+    # Left out by -m/-k: not run here, which is not the same as a missing test.
+    for item in items:
+        _record(item.nodeid, "deselected")
 
 
 def pytest_collectreport(report):

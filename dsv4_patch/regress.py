@@ -29,8 +29,8 @@ class PatchResult:
     @property
     def outcome(self) -> str:
         """passed | failed | missing | not-verified (every bound test skipped) | partial (some
-        skipped: the rest passed) | no-tests."""
-        vals = set(self.tests.values())
+        skipped: the rest passed) | no-tests. Tests deselected by -m/-k were not run here."""
+        vals = set(self.tests.values()) - {"deselected"}
         if not vals:
             return "no-tests"
         for worst in ("failed", "missing"):
@@ -174,6 +174,8 @@ def match(node: str, outcomes: dict[str, dict]) -> tuple[str, str]:
             or (node.startswith(k + "::") and o["outcome"] == "failed")]  # its module did not import
     if not hits:
         return "missing", "pytest collected no test with this id"
+    if all(o["outcome"] == "deselected" for o in hits):
+        return "deselected", ""
     for want in ("failed", "passed", "skipped"):
         picked = [o for o in hits if o["outcome"] == want]
         if picked:

@@ -28,7 +28,7 @@ from .patchfile import PatchFile, parse_patch_bytes
 from .sources import Cache, Progress, materialize
 from .sources.base import say
 from .stack import load_stack
-from .tree import BASE_REF, ApplyResult, _failure_details, adopt_tree, read_state, write_state
+from .tree import BASE_REF, ApplyResult, _commits, _failure_details, adopt_tree, read_state, with_trailer, write_state
 
 MARKERS = (b"<<<<<<< ", b">>>>>>> ")
 
@@ -67,10 +67,33 @@ def _mid_am(tree: Path) -> bool:
 
 
 def _current(tree: Path, patches: list[PatchFile]) -> PatchFile:
-    """The patch `git am` stopped at: its 1-based index in the queue we fed (all of the stack's)."""
-    nxt = tree / ".git" / "rebase-apply" / "next"
+    """The patch `git am` stopped at, by the Patch-Filename line of the message it is applying
+    (apply feeds git am only the patches its fast path declines, so the queue index is not the
+    series index); the queue index when the message has none."""
+    ra = tree / ".git" / "rebase-apply"
+    for f in ("final-commit", "msg"):
+        m = re.search(r"^Patch-Filename: (.+)$", (ra / f).read_text(errors="replace"), re.M) if (ra / f).exists() else None
+        if m:
+            found = next((p for p in patches if p.name == m.group(1).strip()), None)
+            if found is not None:
+                return found
+    nxt = ra / "next"
     idx = int(nxt.read_text()) - 1 if nxt.exists() else 0
     return patches[idx]
+
+
+def _remaining(g: Git, patches: list[PatchFile]) -> list[PatchFile]:
+    """The patches after the last one committed on top of the base (in series order)."""
+    done = {name for name, _ in _commits(g, g.rev(BASE_REF))}
+    last = max((i for i, p in enumerate(patches) if p.name in done), default=-1)
+    return patches[last + 1:]
+
+
+def _am_one(g: Git, patch: PatchFile) -> str:
+    """`git am --3way` of one patch, as apply does; on a conflict the tree stays mid-am."""
+    r = g.run("am", "--keep-cr", "-k", "--no-signoff", "--quiet", "--whitespace=nowarn", "--3way",
+              check=False, stdin=with_trailer(patch))
+    return r.out + r.err
 
 
 def _touched(patch: PatchFile) -> list[str]:
@@ -200,7 +223,16 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
     g = Git(tree)
     done: list[Resolved] = []
     first, log = True, ""
-    while _mid_am(tree):
+    while True:
+        if not _mid_am(tree):
+            rest = _remaining(g, patches)
+            if not rest:
+                break
+            log = _am_one(g, rest[0])  # the next patch; a stop is handled below like any other
+            first = False
+            if not _mid_am(tree) and _remaining(g, patches)[:1] == rest[:1]:
+                raise Dsv4Error(f"{rest[0].name}: git am neither applied it nor stopped in {tree}", details=log)
+            continue
         patch = _current(tree, patches)
         pre = g.rev("HEAD")
         key = resolutions.key(patch, _pre_blobs(g, patch))
@@ -212,25 +244,25 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
                 failure.failed_tree = str(tree)
                 if stores is not None:
                     lay_out_conflict(tree, patch, stores)
-                raise ConflictError(failure.message, report=failure, hint=next_step_hint(cfg.name, tree))
+                raise ConflictError(failure.message, report=failure, hint=next_step_hint(cfg.label, tree))
             how = "reused"
         else:
             marked = _marked(tree, patch)
             if marked:
                 raise ConflictError(f"{patch.name}: conflict markers left in {', '.join(marked)} ({tree})",
-                                    hint=f"finish resolving them, then run `dsv4-patch apply {cfg.name} --continue` again")
+                                    hint=f"finish resolving them, then run `dsv4-patch apply {cfg.label} --continue` again")
         first = False
         ok, log = _commit_current(g, patch)
         if g.rev("HEAD") == pre:
             raise Dsv4Error(f"{patch.name}: the resolution in {tree} changes nothing",
                             hint="if upstream now carries the change, drop the patch from the series; "
-                                 f"else redo the edit and run `dsv4-patch apply {cfg.name} --continue`")
+                                 f"else redo the edit and run `dsv4-patch apply {cfg.label} --continue`")
         if how == "recorded":
             rel = _remember(cfg, g, patch, pre, key, root)
         else:
             rel = used
         done.append(Resolved(patch.name, rel, how))
-        say(progress, f"{cfg.name}: {patch.name}: resolution {how} ({rel})")
+        say(progress, f"{cfg.label}: {patch.name}: resolution {how} ({rel})")
         if not ok and not _mid_am(tree):
             raise Dsv4Error(f"{tree}: git am --continue failed", details=log)
     return done
@@ -255,13 +287,13 @@ def _finish(cfg: StackConfig, out: Path, tree: Path, cache: Cache, t0: float, do
     adopt_tree(cfg, tree)
     st = read_state(tree)
     outdir = OutDir(out)
-    outdir.swap_in(cfg.name, tree)
-    final = outdir.tree(cfg.name)
+    outdir.swap_in(cfg.label, tree)
+    final = outdir.tree(cfg.label)
     return ApplyResult(cfg.name, final, "applied", base, st["source"], [tuple(c) for c in st["commits"]],
                        time.monotonic() - t0,
                        note=f"{len(done)} conflict(s) resolved ("
                             + "; ".join(f"{r.patch}: {r.how} {r.resolution}" for r in done)
-                            + f"); run `dsv4-patch export {cfg.name}` to write them into the patch files")
+                            + f"); run `dsv4-patch export {cfg.label}` to write them into the patch files")
 
 
 def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | None = None,
@@ -271,25 +303,25 @@ def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | No
 
     t0 = time.monotonic()
     cache = cache or Cache.default()
-    tree = failed_tree(out, cfg.name)
+    tree = failed_tree(out, cfg.label)
     if not tree.is_dir() or Git(tree).rev(BASE_REF) is None:
-        raise UsageError(f"{cfg.name}: no stopped apply to continue in {tree}",
-                         hint=f"`dsv4-patch apply {cfg.name}` first; --continue follows an apply that exits 3")
+        raise UsageError(f"{cfg.label}: no stopped apply to continue in {tree}",
+                         hint=f"`dsv4-patch apply {cfg.label}` first; --continue follows an apply that exits 3")
     patches = load_stack(cfg).patches
-    if not _mid_am(tree):  # the person ran `git am --continue` there already: nothing left to commit
+    if not _mid_am(tree) and not _remaining(Git(tree), patches):  # `git am --continue` was run there already
         made = Git(tree).out("rev-list", "--count", f"{BASE_REF}..HEAD")
         if int(made) != len(patches):
-            raise ConflictError(f"{tree}: {made} commits for the {len(patches)} patches of {cfg.name} "
+            raise ConflictError(f"{tree}: {made} commits for the {len(patches)} patches of {cfg.label} "
                                 "(a patch already upstream, or one skipped with `git am --skip`)",
                                 hint="drop such a patch from the series (see Drop-When:), then apply again")
     with OutDir(out).locked():
-        target = OutDir(out).tree(cfg.name)
+        target = OutDir(out).tree(cfg.label)
         state = read_state(target) if target.exists() else None
         if state and Git(target).rev("HEAD") != state.get("tip"):
             raise Dsv4Error(f"{target}: has commits not in the patch files; continuing would replace it",
-                            hint=f"run `dsv4-patch export {cfg.name}` there first, or move it aside")
+                            hint=f"run `dsv4-patch export {cfg.label}` there first, or move it aside")
         done = _advance(cfg, tree, patches, root, by_hand=True, progress=progress,
-                        stores=object_stores(cache, out, cfg.name))
+                        stores=object_stores(cache, out, cfg.label))
         return ContinueResult(_finish(cfg, out, tree, cache, t0, done), done)
 
 
@@ -313,7 +345,7 @@ def reuse_after_conflict(cfg: StackConfig, out: Path, failure_tree: Path, *, roo
         head = g.rev("HEAD")
         try:
             done = _advance(cfg, tree, patches, root, by_hand=False, progress=progress,
-                            stores=object_stores(cache, out, cfg.name))
+                            stores=object_stores(cache, out, cfg.label))
         except ConflictError:
             if g.rev("HEAD") == head:  # nothing fitted the first patch: as apply left it
                 return None
@@ -327,16 +359,16 @@ def prepare_failed_tree(cfg: StackConfig, out: Path, failure_tree: Path, *, cach
     if not _mid_am(tree):
         return []
     return lay_out_conflict(tree, _current(tree, load_stack(cfg).patches),
-                            object_stores(cache or Cache.default(), out, cfg.name))
+                            object_stores(cache or Cache.default(), out, cfg.label))
 
 
 def abort_apply(cfg: StackConfig, out: Path) -> Path:
     """`apply STACK --abort`: drop the stopped attempt (the patch files and OUT/<stack> stay)."""
     import shutil
 
-    tree = failed_tree(out, cfg.name)
+    tree = failed_tree(out, cfg.label)
     if not tree.exists():
-        raise UsageError(f"{cfg.name}: no stopped apply in {tree}")
+        raise UsageError(f"{cfg.label}: no stopped apply in {tree}")
     with OutDir(out).locked():
         shutil.rmtree(tree)
     return tree

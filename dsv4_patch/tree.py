@@ -2,9 +2,11 @@
 
     OUT/<stack>   branch dsv4/<stack>; refs/dsv4/base = the pinned base; .git/dsv4/state.json
 
-Built in a staging directory with `git am --3way --keep-cr -k` (author, date and subject kept;
-fixed committer identity and date, so the same inputs give the same commit hashes) and swapped in
-only on success. Re-running with the same base and patch bytes is a no-op.
+Built in a staging directory with the commits `git am --3way --keep-cr -k` makes (author, date
+and subject kept; fixed committer identity and date, so the same inputs give the same commit
+hashes) and swapped in only on success. The commits come from one `git fast-import` where that is
+provably the same (fastapply.py); `git am` itself applies each patch it declines. Re-running with the same base and patch bytes is a no-op; with only later patches changed,
+the tree keeps its leading commits and re-applies the rest in place (incremental.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .advice import keep_work_hint
 from .config import StackConfig
 from .errors import ConflictError, Dsv4Error, PatchFormatError
 from .gitcmd import Git
+from . import incremental
 from .outdir import OutDir
 from .patchfile import PatchFile
 from .sources import BaseTree, Cache, Progress, materialize
@@ -191,7 +194,7 @@ def build_tree(
     """Build OUT/<name> (default: the stack name) with the first `upto` patches (default: all)."""
     t0 = time.monotonic()
     cache = cache or Cache.default()
-    name = name or stack_cfg.name
+    name = name or stack_cfg.label  # OUT/vllm, or OUT/vllm@v0.33.0 for a further release
     loaded = load_stack(stack_cfg)
     patches = loaded.patches if upto is None else loaded.patches[:upto]
     _refuse_unsafe(stack_cfg, patches)
@@ -201,6 +204,8 @@ def build_tree(
     outdir = OutDir(out)
     with outdir.locked():
         target = outdir.tree(name)
+        if target.exists():
+            incremental.recover(target, write_state, force=force)
         state = read_state(target) if target.exists() else None
         if state:
             pristine, why = tree_is_pristine(target, state)
@@ -213,6 +218,10 @@ def build_tree(
                     f"{target}: {why}; re-applying would discard them",
                     hint=keep_work_hint(stack_cfg.name, target),
                 )
+            if pristine:
+                res = _apply_incrementally(stack_cfg, target, state, sub, fp, fp_source, upto, base, t0, progress)
+                if res:
+                    return res
         elif target.exists() and not force:
             raise Dsv4Error(f"{target} exists and was not built by dsv4-patch", hint="choose another --out or pass --force")
         base = base or materialize(stack_cfg, cache, kind=source_kind, progress=progress)
@@ -221,18 +230,17 @@ def build_tree(
         g = Git(staging)
         g.run("clone", "--quiet", "--no-checkout", "--local", str(base.git_dir), ".")
         g.run("remote", "remove", "origin")
-        g.run("checkout", "--quiet", "-B", f"dsv4/{stack_cfg.name}", base.commit)
         g.run("update-ref", BASE_REF, base.commit)
         if patches:
             say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
-            rc, log = _am(g, staging, patches, threeway)
-            if rc != 0:
-                nxt = staging / ".git" / "rebase-apply" / "next"  # git am's 1-based index of the failing patch
-                idx = int(nxt.read_text()) - 1 if nxt.exists() else 0
-                failure = _failure_details(g, patches[idx], log)
-                failure.failed_tree = str(outdir.keep_failed(name, staging))
-                raise ConflictError(failure.message, report=failure,
-                                    hint=f"inspect {failure.failed_tree} (git am --show-current-patch)", details=log)
+        failed = _make_commits(g, staging, base.commit, patches, threeway, f"dsv4/{stack_cfg.name}",
+                               lambda msg: say(progress, f"{stack_cfg.name}: {msg}"))
+        if failed:
+            idx, log = failed
+            failure = _failure_details(g, patches[idx], log)
+            failure.failed_tree = str(outdir.keep_failed(name, staging))
+            raise ConflictError(failure.message, report=failure,
+                                hint=f"inspect {failure.failed_tree} (git am --show-current-patch)", details=log)
         commits = _commits(g, base.commit)
         made = {p for p, _ in commits}
         missing = [p for p in patches if p.name not in made]
@@ -245,11 +253,84 @@ def build_tree(
             raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
         state = {"fingerprint": fp, "fingerprint_source": fp_source,
                  "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
-                 "commits": commits, "stack": stack_cfg.name, "upto": upto}
+                 "commits": commits, "stack": stack_cfg.name, "upto": upto,
+                 "made": incremental.made_record([p.name for p in patches], [p.raw for p in patches], commits),
+                 "reuse_key": incremental.reuse_key(stack_cfg, fp_source, base.commit)}
         write_state(staging, state)
         outdir.swap_in(name, staging)
         return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,
                            time.monotonic() - t0, note=base.note)
+
+
+def _make_commits(g: Git, staging: Path, base_commit: str, patches: list[PatchFile], threeway: bool,
+                  branch: str, say_) -> tuple[int, str] | None:
+    """Commit `patches` on `base_commit` in the staging tree and check the result out on `branch`.
+
+    Runs of patches the fast path makes exactly go through one `git fast-import` each; a patch it
+    declines goes through `git am` (3-way, conflicts, already-upstream: git am's own behaviour),
+    and the fast path resumes after it. After two declines in a row the rest goes to one `git am`
+    (a series that no longer matches its blobs, e.g. after a bump, gains nothing from retrying).
+    Returns None, or (index of the failing patch, git am's output)."""
+    mails = [with_trailer(p) for p in patches]
+    done, head, checked_out, declines, why = 0, base_commit, False, 0, None
+    while done < len(patches):
+        fast, why = incremental.fast_commits(g, head, mails[done:]) if declines < 2 else ([], why)
+        if fast:
+            if checked_out:  # only the paths that differ are rewritten
+                g.run("read-tree", "-m", "-u", "HEAD", fast[-1])
+                g.run("update-ref", f"refs/heads/{branch}", fast[-1])
+            else:
+                g.run("checkout", "--quiet", "-B", branch, fast[-1])
+                checked_out = True
+            head, done, declines = fast[-1], done + len(fast), 0
+            continue
+        if not checked_out:
+            g.run("checkout", "--quiet", "-B", branch, head)
+            checked_out = True
+        declines += 1
+        batch = patches[done:] if declines >= 2 else patches[done:done + 1]
+        more = f" and the {len(batch) - 1} after it" if len(batch) > 1 else ""
+        say_(f"git am: {batch[0].name}{more} ({why})")
+        rc, log = _am(g, staging, batch, threeway)
+        if rc != 0:
+            nxt = staging / ".git" / "rebase-apply" / "next"  # git am's 1-based index of the failing patch
+            return done + (int(nxt.read_text()) - 1 if nxt.exists() else 0), log
+        head, done = g.rev("HEAD"), done + len(batch)
+    if not checked_out:
+        g.run("checkout", "--quiet", "-B", branch, head)
+    return None
+
+
+def _apply_incrementally(stack_cfg: StackConfig, target: Path, state: dict, sub: LoadedStack, fp: str,
+                         fp_source: str | None, upto: int | None, base: BaseTree | None, t0: float,
+                         progress: Progress) -> ApplyResult | None:
+    """Keep the tree's leading commits whose patches are unchanged and re-apply the rest in place;
+    None when that cannot be done exactly (then the caller rebuilds from scratch)."""
+    base_commit = state.get("base")
+    if not base_commit or (base is not None and base.commit != base_commit):
+        return None
+    names, raws = [p.name for p in sub.patches], [p.raw for p in sub.patches]
+    key = incremental.reuse_key(stack_cfg, fp_source, base_commit)
+    k = incremental.reusable_prefix(state, key, names, raws)
+    if k is None:
+        return None
+    kept = [(n, c) for n, _, c in state["made"][:k]]
+    start = kept[-1][1] if kept else base_commit
+    g = Git(target)
+    new, why = incremental.fast_commits(g, start, [with_trailer(p) for p in sub.patches[k:]], all_or_nothing=True)
+    if len(new) < len(sub.patches) - k:
+        say(progress, f"{stack_cfg.name}: rebuilding ({sub.patches[k + len(new)].name}: {why})")
+        return None
+    commits = kept + list(zip(names[k:], new))
+    tip = commits[-1][1] if commits else base_commit
+    new_state = {**state, "fingerprint": fp, "fingerprint_source": fp_source, "tip": tip,
+                 "commits": [list(c) for c in commits], "upto": upto,
+                 "made": incremental.made_record(names, raws, commits), "reuse_key": key}
+    incremental.switch_in_place(target, state["tip"], tip, f"dsv4/{stack_cfg.name}", new_state, write_state)
+    note = f"incremental: kept {k} commits, re-applied {len(new)} patches"
+    say(progress, f"{stack_cfg.name}: {note}")
+    return ApplyResult(stack_cfg.name, target, "applied", base_commit, state["source"], commits,
+                       time.monotonic() - t0, note=note)
 
 
 def _refuse_unsafe(stack_cfg: StackConfig, patches: list[PatchFile]) -> None:

@@ -52,6 +52,8 @@ JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on std
 OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: build/ in the project "
                       "root (the folder holding patches/stacks.toml), wherever you run from].")
 ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
+ReleaseOpt = typer.Option(None, "--release", "-r", metavar="TAG", help="Only this upstream release of the stacks (repeatable; "
+                          "e.g. v0.33.0) [default: every release]. STACK@TAG names one directly.")
 
 
 def _progress(quiet: bool = False):
@@ -124,7 +126,7 @@ def _fail(e: Dsv4Error, as_json: bool) -> None:
             payload["failure"] = e.report.to_dict()
         print(json.dumps(payload, indent=1))
     else:
-        err.print(f"[red]error:[/red] {escape(e.one_line())}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(e.one_line())}", highlight=False)  # [stacks.x] is text, not markup
         report = getattr(e, "report", None)
         if report is not None and getattr(report, "hunks", None):
             for h in report.hunks[:3]:
@@ -157,7 +159,9 @@ def _main(version: bool = typer.Option(False, "--version", help="Print the versi
 def status(
     stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to show [default: all]."),
     check: bool = typer.Option(False, "--check", help="Also dry-run whether each stack applies at its pin."),
+    no_semantic: bool = typer.Option(False, "--no-semantic", help="With --check: skip the intent tests on the pristine pin."),
     matrix: bool = typer.Option(False, "--matrix", help="Show the verification matrix (levels passed per patch)."),
+    release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
@@ -166,7 +170,9 @@ def status(
     \b
     Examples:
       dsv4-patch status
-      dsv4-patch status vllm --check        # does every patch still apply at the pin?
+      dsv4-patch status vllm --check        # does every patch still apply at the pin? and do its
+                                            # intent tests fail on the pristine pin (semantic)?
+      dsv4-patch status vllm@v0.33.0        # one release of a stack carried on several
       dsv4-patch status --matrix            # which verification levels each patch reached
 
     Exit codes: 0 ok, 1 error, 2 usage, 3 a stack does not apply at its pin (--check).
@@ -178,7 +184,8 @@ def status(
 
             print(render_matrix(proj.root, stacks, as_json=as_json))
             raise typer.Exit(0)
-        rows = api.status(proj, stacks, check_apply=check, progress=_progress(as_json))
+        rows = api.status(proj, stacks, releases=release, check_apply=check, semantic=not no_semantic,
+                          progress=_progress(as_json))
     except Dsv4Error as e:
         _fail(e, as_json)
     _VIEW.stop()
@@ -186,8 +193,8 @@ def status(
         raise typer.Exit(EXIT_CONFLICT if any(r.applies and not r.applies["ok"] for r in rows) else 0)
     bad = False
     for r in rows:
-        out.print(f"[bold]{escape(r.name)}[/bold]  {escape(r.upstream)}  pin {escape(r.tag or '')} {r.commit}",
-                  highlight=False)
+        out.print(f"[bold]{escape(r.label)}[/bold]  {escape(r.upstream)}  pin {escape(r.tag or '')} {r.commit}"
+                  + ("" if r.primary else f"  (further release; patches in {escape(r.patch_dir)})"), highlight=False)
         out.print(f"  sources: {', '.join(r.sources)}", highlight=False, markup=False)
         for k, v in r.info.items():
             out.print(f"  {k}: {v}", highlight=False, markup=False)
@@ -205,6 +212,9 @@ def status(
         if r.applies is not None:
             if r.applies["ok"]:
                 out.print("  [green]applies cleanly at the pin[/green]")
+                for sem in r.semantic or []:
+                    out.print(f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})",
+                              highlight=False, markup=False)
             else:
                 bad = True
                 f = r.applies["failure"]
@@ -225,12 +235,14 @@ def apply(
     resume: bool = typer.Option(False, "--continue", help="Finish an apply that stopped at a conflict, after you "
                                 "resolved it in OUT/.dsv4/failed/<stack>; remembers the resolution."),
     abort: bool = typer.Option(False, "--abort", help="Drop the stopped attempt in OUT/.dsv4/failed/<stack>."),
+    release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
     """Build the patched tree of each stack: the pinned upstream plus one commit per patch.
 
-    The tree lands in OUT/<stack> on branch dsv4/<stack>, with the base at refs/dsv4/base. It is
+    The tree lands in OUT/<stack> on branch dsv4/<stack>, with the base at refs/dsv4/base; a stack
+    carried on further upstream releases also gets OUT/<stack>@<tag> for each of them. It is
     built in a staging folder and swapped in only on success. Re-running with nothing changed is a
     no-op. With no STACK named, every stack is built; one whose upstream cannot be reached here
     (DeepGEMM without GitHub or a mirror) is a warning saying what to set, and the run still exits
@@ -245,6 +257,7 @@ def apply(
     Examples:
       dsv4-patch apply                      # every stack, into build/ of the project
       dsv4-patch apply vllm --out /scratch/trees
+      dsv4-patch apply vllm --release v0.33.0   # only build/vllm@v0.33.0 (same as vllm@v0.33.0)
       DSV4_DEEPGEMM_GIT_MIRROR=/mirrors/DeepGEMM.git dsv4-patch apply deepgemm
       dsv4-patch apply --strict             # CI: every stack must build
       dsv4-patch apply sglang --source wheel --json
@@ -261,38 +274,37 @@ def apply(
     """
     try:
         proj = _project(project)
-        names = stacks or list(proj.stacks)
-        for n in names:
-            proj.stack(n)
+        targets = proj.targets(stacks, release)
         if (resume or abort) and not stacks:
             raise UsageError("--continue and --abort need the STACK whose apply stopped",
                              hint="e.g. dsv4-patch apply vllm --continue")
         if abort:
-            for n in names:
-                gone = api.abort_apply(proj, n, out=out_dir)
+            for cfg in targets:
+                gone = api.abort_apply(proj, cfg.label, out=out_dir)
                 if not as_json:
-                    out.print(f"{n}: dropped {gone}", highlight=False, markup=False)
-            _emit([{"stack": n, "status": "aborted"} for n in names], as_json)
+                    out.print(f"{cfg.label}: dropped {gone}", highlight=False, markup=False)
+            _emit([{**api.release_fields(cfg), "status": "aborted"} for cfg in targets], as_json)
             raise typer.Exit(0)
     except Dsv4Error as e:
         _fail(e, as_json)
     rows, worst = [], 0
-    for name in names:
+    for cfg in targets:
+        name = cfg.label
         try:
-            r = api.apply(proj, [name], out=out_dir, threeway=threeway, source=source, force=force,
+            r = api.apply(proj, [cfg.selector], out=out_dir, threeway=threeway, source=source, force=force,
                           progress=_progress(as_json), resume=resume)[0]
             _VIEW.stop()
-            rows.append(r.to_dict())
+            rows.append(r.to_dict() | api.release_fields(cfg))
             if not as_json:
                 verb = "unchanged" if r.status == "noop" else "built"
-                out.print(f"[green]{escape(r.stack)}[/green]: {verb} {escape(str(r.tree))} ({len(r.commits)} patches on "
+                out.print(f"[green]{escape(name)}[/green]: {verb} {escape(str(r.tree))} ({len(r.commits)} patches on "
                           f"{r.base[:12]} from {escape(r.source)}, {r.seconds:.2f} s)"
                           f"{' — ' + escape(r.note) if r.note else ''}", highlight=False)
         except SourceError as e:
             _VIEW.stop()
             optional = not stacks and not strict
-            rows.append({"stack": name, "status": "unavailable" if optional else "error", "error": e.message,
-                         "details": e.details})
+            rows.append({**api.release_fields(cfg), "status": "unavailable" if optional else "error",
+                         "error": e.message, "details": e.details})
             if not as_json:
                 tag = "[yellow]warning:[/yellow] " if optional else "[red]error:[/red] "
                 what = "unavailable, not built" if optional else "cannot be built"
@@ -303,7 +315,7 @@ def apply(
             worst = worst if optional else max(worst, e.exit_code)
         except Dsv4Error as e:
             _VIEW.stop()
-            rows.append({"stack": name, "status": "conflict" if isinstance(e, ConflictError) else "error",
+            rows.append({**api.release_fields(cfg), "status": "conflict" if isinstance(e, ConflictError) else "error",
                          "error": e.message, "hint": e.hint, "exit_code": e.exit_code,
                          "failure": e.report.to_dict() if getattr(e, "report", None) is not None else None})
             if not as_json:
@@ -318,9 +330,14 @@ def apply(
 
 @app.command()
 def export(
-    stack: str = typer.Argument(..., help="Stack whose tree to export."),
+    stack: str = typer.Argument(..., help="Stack whose trees to export (STACK@TAG: one release)."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 and show the difference if stale."),
-    tree: Optional[Path] = typer.Option(None, "--tree", help="Patched tree [default: OUT/<stack>]."),
+    tree: Optional[Path] = typer.Option(None, "--tree", help="Patched tree [default: OUT/<stack>, OUT/<stack>@<tag>]."),
+    upstream: bool = typer.Option(False, "--upstream", help="Write an mbox to send upstream from the patch files: "
+                                  "our metadata trailers removed, Signed-off-by kept."),
+    mbox: Optional[Path] = typer.Option(None, "--mbox", help="With --upstream: the mbox file, '-' for stdout "
+                                        "[default: OUT/upstream/<stack>[@<tag>].mbox]."),
+    release: Optional[List[str]] = ReleaseOpt,
     out_dir: Optional[Path] = OutOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
@@ -330,42 +347,87 @@ def export(
     Zero churn: apply → export is byte-identical. Add a patch by committing in the tree; edit one
     with `git commit --fixup` and `git rebase -i --autosquash refs/dsv4/base` there; then export.
     Uncommitted edits and new untracked files are refused (commit them first): they would not
-    reach the patch files.
+    reach the patch files. A stack carried on several upstream
+    releases exports each release whose tree exists: OUT/<stack>@<tag> into its own folder
+    (patches/<stack>/releases/<tag>). --json prints one object for one release, else a list.
+
+    --upstream writes, per release, the series as one mbox for the upstream project: the
+    Upstream-Status, Regression-Test, Hardware, Drop-When and Patch-Filename lines left out,
+    everything else byte for byte; a patch without Signed-off-by is refused. Apply it upstream
+    with `git am -k`.
 
     \b
     Examples:
       dsv4-patch export vllm
       dsv4-patch export vllm --check        # CI gate: are the files on disk up to date?
+      dsv4-patch export vllm@v0.33.0        # only the v0.33.0 tree (same as --release v0.33.0)
+      dsv4-patch export sglang --upstream --mbox /tmp/sglang.mbox && git -C ~/sglang am -k /tmp/sglang.mbox
 
     Exit codes: 0 ok, 1 error (stale with --check, uncommitted work, no tree), 2 usage.
     """
+    if upstream:
+        return _export_upstream(stack, release, mbox, out_dir, as_json, project)
     try:
-        res = api.export(_project(project), stack, out=out_dir, tree=tree, check=check)
+        runs = api.export_releases(_project(project), stack, releases=release, out=out_dir, tree=tree, check=check)
     except Dsv4Error as e:
         _fail(e, as_json)
-    if not _emit(res.to_dict() | {"diff": res.diff if check else ""}, as_json):
-        if not res.stale:
-            out.print(f"{stack}: patches are up to date", highlight=False, markup=False)
-        elif check:
-            err.print(f"[red]{escape(stack)}: patch files are stale[/red] (run `dsv4-patch export {escape(stack)}`)")
-            print(res.diff, end="")
-        else:
-            for n in res.written:
-                out.print(f"wrote patches/{stack}/{n}", highlight=False, markup=False)
-            for n in res.removed:
-                out.print(f"removed patches/{stack}/{n}", highlight=False, markup=False)
-            if res.series_changed:
-                out.print(f"wrote patches/{stack}/series", highlight=False, markup=False)
-    raise typer.Exit(EXIT_ERROR if (check and res.stale) else 0)
+    stale = any(r.result and r.result.stale for r in runs)
+    rows = [r.to_dict() | ({} if check else {"diff": ""}) for r in runs]
+    if not _emit(rows[0] if len(rows) == 1 else rows, as_json):
+        for r in runs:
+            res, label, rel = r.result, r.config.label, _rel_dir(r.config)
+            if res is None:
+                out.print(f"{label}: skipped, {r.skipped}", highlight=False, markup=False)
+            elif not res.stale:
+                out.print(f"{label}: patches are up to date", highlight=False, markup=False)
+            elif check:
+                err.print(f"{label}: patch files are stale (run `dsv4-patch export {label}`)", highlight=False,
+                          markup=False)
+                print(res.diff, end="")
+            else:
+                for n in res.written:
+                    out.print(f"wrote {rel}/{n}", highlight=False, markup=False)
+                for n in res.removed:
+                    out.print(f"removed {rel}/{n}", highlight=False, markup=False)
+                if res.series_changed:
+                    out.print(f"wrote {rel}/series", highlight=False, markup=False)
+    raise typer.Exit(EXIT_ERROR if (check and stale) else 0)
+
+
+def _rel_dir(cfg) -> str:
+    try:
+        return str(cfg.patch_dir.relative_to(cfg.root))
+    except (ValueError, TypeError):
+        return str(cfg.patch_dir)
+
+
+def _export_upstream(stack, release, mbox, out_dir, as_json, project):
+    try:
+        rows, data = api.export_upstream(_project(project), stack, releases=release, out=out_dir,
+                                         mbox=None if mbox is None or str(mbox) == "-" else mbox,
+                                         to_stdout=mbox is not None and str(mbox) == "-")
+    except Dsv4Error as e:
+        _fail(e, as_json)
+    if data is not None:  # --mbox -: the mbox itself is the output
+        sys.stdout.buffer.write(data)
+        raise typer.Exit(0)
+    if not _emit([r.to_dict() for r in rows] if len(rows) != 1 else rows[0].to_dict(), as_json):
+        for r in rows:
+            out.print(f"{r.label}: wrote {r.mbox} ({len(r.patches)} patches, {r.removed_lines} metadata lines "
+                      "left out; apply with `git am -k`)", highlight=False)
+    raise typer.Exit(0)
 
 
 @app.command()
 def check(
     stacks: Optional[List[str]] = typer.Argument(None, help="Stacks to lint [default: all]."),
+    release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
-    """Lint the stacks: series vs folder, patch format and metadata, test ids, whitespace, path safety.
+    """Lint the stacks: series vs folder, patch format and metadata (Signed-off-by included), test
+    ids, whitespace, path safety; every release of each stack. stacks.toml is checked against its
+    schema first (an error there is one line naming file:line and the key).
 
     Needs no upstream tree. Each finding is one line `file:line: error: message`.
 
@@ -373,11 +435,12 @@ def check(
     Examples:
       dsv4-patch check
       dsv4-patch check sglang --json
+      dsv4-patch check vllm --release v0.33.0
 
     Exit codes: 0 clean, 1 findings (or an error), 2 usage.
     """
     try:
-        findings = api.check(_project(project), stacks)
+        findings = api.check(_project(project), stacks, releases=release)
     except Dsv4Error as e:
         _fail(e, as_json)
     if not _emit([f.to_dict() for f in findings], as_json):
@@ -398,6 +461,7 @@ def regress(
     bisect: bool = typer.Option(False, "--bisect", help="Apply one patch at a time; name the first that fails."),
     marker: Optional[str] = typer.Option(None, "-m", help="Only tests with this pytest marker expression (e.g. sm100)."),
     out_dir: Optional[Path] = OutOpt,
+    release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
     pytest_args: str = typer.Option("", "--pytest-args", help="Extra pytest arguments, e.g. \"-x -k mla\"."),
@@ -407,7 +471,10 @@ def regress(
     """Run the regression tests bound to each patch (Regression-Test:) against the patched trees.
 
     Tests get the trees from DSV4_TREE_<STACK> (patched) and DSV4_BASE_<STACK> (pin) through the
-    `dsv4_tree` fixture. pytest's own output goes to stderr; a table per patch ends the run.
+    `dsv4_tree` fixture. Each further release of a stack runs in a pytest run of its own, with
+    those variables pointing at its trees, DSV4_RELEASE_<STACK> naming it, and
+    DSV4_TREE_<STACK>__<TAG> (e.g. DSV4_TREE_VLLM__V0_33_0) as well. pytest's own output goes to
+    stderr; a table per patch ends the run.
     A patch is: passed (every bound test passed), failed, missing (no such test id), not-verified
     (every bound test skipped: the reason is shown) or partial (some skipped). A module the tests
     need that is not installed (pytest itself, triton, ...) is named with the command that installs it.
@@ -419,6 +486,7 @@ def regress(
       dsv4-patch regress vllm
       dsv4-patch regress deepgemm -m sm100   # on a B200
       dsv4-patch regress sglang --bisect
+      dsv4-patch regress vllm --release v0.33.0
       dsv4-patch regress vllm --record apply,integration --hardware cpu   # then commit patches/vllm/results
 
     Exit codes: 0 nothing failed (not-verified patches included), 1 a test failed or is missing
@@ -426,7 +494,7 @@ def regress(
     """
     try:
         proj = _project(project)
-        rep = api.regress(proj, stacks, out=out_dir, bisect=bisect, marker=marker,
+        rep = api.regress(proj, stacks, releases=release, out=out_dir, bisect=bisect, marker=marker,
                           pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json))
         recorded = api.record_levels(proj, rep, record.split(","), hardware, out=out_dir) if record else []
     except Dsv4Error as e:
@@ -434,7 +502,7 @@ def regress(
     _VIEW.stop()
     for path in recorded:
         err.print(f"recorded {path}", highlight=False, markup=False)
-    if not _emit(rep.to_dict(), as_json):
+    if not _emit(api.report_dict(proj, rep), as_json):
         t = _table("stack", "patch", "outcome", "tests", title=f"regress ({rep.seconds:.1f} s)")
         for r in rep.results:
             c = OUTCOME_COLORS.get(r.outcome, "white")
@@ -453,7 +521,7 @@ def regress(
 
 @app.command()
 def pin(
-    stack: str = typer.Argument(..., help="Stack to re-pin."),
+    stack: str = typer.Argument(..., help="Stack to re-pin (STACK@TAG: one of its further releases)."),
     ref: str = typer.Argument(..., help="Tag, commit or release version (e.g. v0.28.0)."),
     source: Optional[str] = typer.Option(None, "--source", help="Source kind to verify through (git, sdist, wheel)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Verify, check and show the change; write nothing."),
@@ -473,6 +541,7 @@ def pin(
       dsv4-patch pin vllm v0.28.0 --dry-run       # what would change, and does the stack apply there?
       dsv4-patch pin vllm v0.28.0                 # from the PyPI sdist: records version and sha256
       dsv4-patch pin vllm v0.27.1 --source git    # records the full commit hash
+      dsv4-patch pin vllm@v0.33.0 v0.33.0 --source git   # a further release's own pin
 
     Exit codes: 0 ok, 1 error (REF not found, unreachable), 2 usage, 3 patches do not apply at REF
     (nothing written; with --dry-run or --force reported after the change).
@@ -499,7 +568,7 @@ def pin(
 
 @app.command()
 def build(
-    stack: str = typer.Argument(..., help="Stack to build (vllm or sglang)."),
+    stack: str = typer.Argument(..., help="Stack to build (vllm or sglang; STACK@TAG: a further release)."),
     venv: Path = typer.Option(..., "--venv", help="Virtual environment to create or update."),
     from_source: bool = typer.Option(False, "--from-source", help="Run the upstream's own build (compiled changes)."),
     deepgemm_src: Optional[Path] = typer.Option(None, "--deepgemm-src", help="Patched DeepGEMM tree for vLLM source builds."),

@@ -16,7 +16,16 @@ from dsv4_patch.errors import EXIT_ERROR, EXIT_USAGE, ConflictError, Dsv4Error
 
 EXAMPLES = """Rebase STACK from its pin onto REF and say, per patch: clean, offset (found at shifted
 lines), 3way (merged), conflict (files, hunks), upstreamed (already in REF: proposed for removal),
-obsolete (its file vanished), resolved (a remembered resolution was reused).
+obsolete (its file vanished), resolved (a remembered resolution was reused), outside (every file
+it touches lies outside a partial tree).
+
+Semantic verdict, per patch: its intent tests (those of the copy the stack already carries for
+REF in patches/STACK/releases/REF, else the tests its Drop-When names, else its Regression-Tests)
+run on the pristine REF without it: fixed-upstream (they pass: upstream solved
+it its own way; proposed for removal like an upstreamed patch), needed (an assertion fails),
+or why no verdict was reached: outside (needs files a partial tree lacks), probe-error (a test
+raised something other than an assertion), unimportable (the tests cannot import against REF),
+untestable (skipped, with the reason), no-intent (no test named). --no-semantic skips them.
 
 REF is a release version (0.28.0 or v0.28.0, from the package index, for sdist/wheel stacks),
 a tag, a branch or a commit (git/path stacks). By default the run carries on past conflicts so
@@ -32,6 +41,8 @@ Examples:
   dsv4-patch bump vllm 0.33.0 --stop-on-conflict
   dsv4-patch bump vllm --walk v0.27.1..v0.33.0 # every release between: where each patch stops
   dsv4-patch bump deepgemm --walk 54e2261..main --step 20
+  dsv4-patch bump deepgemm 2.8.1 --no-regress  # a [[stacks.deepgemm.targets]] entry: the DeepGEMM
+                                               # vendored in the vLLM 0.33.0 wheel (partial tree)
 
 Resolving a conflict (remembered for the next attempt):
 
@@ -41,8 +52,9 @@ Resolving a conflict (remembered for the next attempt):
   dsv4-patch bump vllm 0.33.0 --record-resolution
       # stores patches/vllm/resolutions/<patch>/<key>.patch and bumps again, reusing it
 
-Exit codes: 0 ok, 1 error (or regression failed), 2 usage, 3 conflicts remain / upstreamed
-patches not dropped / a walk found a patch that stops applying."""
+Exit codes: 0 ok, 1 error (or regression failed), 2 usage, 3 conflicts remain / upstreamed or
+fixed-upstream patches not dropped / a partial tree (compared, nothing written) / a walk found a
+patch that stops applying."""
 
 
 def _say(quiet: bool):
@@ -67,7 +79,8 @@ def bump(
     step: int = typer.Option(1, "--step", min=1, help="With --walk on a git stack: every N-th commit."),
     stop_on_conflict: bool = typer.Option(False, "--stop-on-conflict", help="Stop at the first blocking patch."),
     no_regress: bool = typer.Option(False, "--no-regress", help="Skip the regression tests of the new tree."),
-    drop_upstreamed: bool = typer.Option(False, "--drop-upstreamed", help="Drop patches found already upstream."),
+    no_semantic: bool = typer.Option(False, "--no-semantic", help="Skip the intent tests on the pristine REF (semantic verdicts)."),
+    drop_upstreamed: bool = typer.Option(False, "--drop-upstreamed", help="Drop patches found already upstream (upstreamed or fixed-upstream)."),
     into: Optional[Path] = typer.Option(None, "--into", help="Write refreshed patches here; leave patches/ and the pin alone."),
     record_resolution: bool = typer.Option(False, "--record-resolution", help="Store the resolutions made in the conflict trees, then bump again."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the markdown report here (JSON beside it)."),
@@ -103,7 +116,7 @@ def bump(
             print(f"{r['patch']}: " + (f"recorded {r['recorded']}" if r["recorded"] else f"not recorded: {r['why']}"),
                   file=sys.stderr)
         opts = BumpOptions(stop_on_conflict=stop_on_conflict, regress=not no_regress, into=into,
-                           drop_upstreamed=drop_upstreamed, source=source, out=out_dir)
+                           drop_upstreamed=drop_upstreamed, source=source, out=out_dir, semantic=not no_semantic)
         rep = run_bump(proj, stack, ref, latest=latest, opts=opts, progress=say)
         md, js = write_bump(rep, (out_dir or proj.root / "build") / f"{stack}.bump-report.md")
         if report:
@@ -114,7 +127,7 @@ def bump(
             print(bump_markdown(rep))
             print(f"report: {md} and {js}", file=sys.stderr)
         if annotate:
-            for line in annotations(rep.outcomes, patch_dir, rep.new["label"]):
+            for line in annotations(rep.outcomes, patch_dir, rep.new["label"], rep.semantic):
                 print(line)
         raise typer.Exit(rep.exit_code)
     except Dsv4Error as e:

@@ -7,12 +7,17 @@
                 or the 3-way merge leaves the tree unchanged (empty result)
     obsolete    a file the patch modifies is gone and the 3-way merge cannot place the change
     conflict    the 3-way merge leaves conflicts (files and the failing hunks are named)
+    outside     every file the patch touches lies outside a partial tree (a tree that carries only
+                some of the repository, e.g. DeepGEMM's Python and headers without csrc/): nothing
+                to check here, and not a conflict. A patch only partly outside is classified on its
+                files inside the tree; the others are listed in `outside`.
 
 The same calls are what a person would run by hand, so the verdict can be checked against git.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +52,7 @@ class Outcome:
     offsets: list[str] = field(default_factory=list)  # "path: hunk #2 at 1350 (offset 65)"
     evidence: str = ""  # why upstreamed / which resolution was used
     note: str = ""
+    outside: list[str] = field(default_factory=list)  # files outside a partial tree (not checked)
 
     @property
     def applied(self) -> bool:
@@ -59,7 +65,7 @@ class Outcome:
     def to_dict(self) -> dict:
         return {"patch": self.patch, "status": self.status, "files": self.files,
                 "hunks": [h.to_dict() for h in self.hunks], "offsets": self.offsets,
-                "evidence": self.evidence, "note": self.note}
+                "evidence": self.evidence, "note": self.note, "outside": self.outside}
 
 
 class Index:
@@ -126,15 +132,17 @@ def hunk_patch(patch: PatchFile, fd, hunk) -> bytes:
     return b"\n".join(head + body) + b"\n"
 
 
-def failing_hunks(idx: Index, scratch: Index, pre: str, patch: PatchFile, files: list[str]) -> list[HunkIssue]:
+def failing_hunks(idx: Index, scratch: Index, pre: str, patch: PatchFile, files: list[str],
+                  whole: PatchFile | None = None) -> list[HunkIssue]:
     """The hunks of `files` that neither apply nor 3-way merge on their own (the real conflicts);
-    when every hunk merges alone (they conflict only together) the hunks that fail plainly."""
+    when every hunk merges alone (they conflict only together) the hunks that fail plainly.
+    `whole`: the patch file `patch` was cut from (its bytes hold the line numbers)."""
     plain, hard = [], []
     for fd in patch.files:
         if not set(fd.paths) & set(files):
             continue
         for h in fd.hunks:
-            one = hunk_patch(patch, fd, h)
+            one = hunk_patch(whole or patch, fd, h)
             if idx.apply(one, "--check").rc == 0:
                 continue
             issue = HunkIssue(fd.path, h.header, h.line, h.expected_upstream)
@@ -145,9 +153,49 @@ def failing_hunks(idx: Index, scratch: Index, pre: str, patch: PatchFile, files:
     return hard or plain
 
 
-def classify(idx: Index, scratch: Index, patch: PatchFile) -> Outcome:
+def in_tree(path: str, partial: list[str] | None) -> bool:
+    return partial is None or any(path == p.rstrip("/") or path.startswith(p.rstrip("/") + "/") for p in partial)
+
+
+def inside_part(patch: PatchFile, partial: list[str] | None) -> tuple[PatchFile | None, list[str]]:
+    """(the patch cut to its files inside the partial tree, or None when none is; the files outside).
+    The cut keeps the mail header and each inside file's diff bytes as they are."""
+    outside = sorted({p for fd in patch.files for p in fd.paths if not in_tree(p, partial)})
+    if not outside:
+        return patch, []
+    keep = [fd for fd in patch.files if all(in_tree(p, partial) for p in fd.paths)]
+    if not keep:
+        return None, outside
+    lines = patch.raw.split(b"\n")
+    starts = [fd.line for fd in patch.files]
+    end_of_diff = next((i for i in range(len(lines) - 1, -1, -1) if lines[i] == b"-- "), len(lines))
+    head = lines[:starts[0] - 1]
+    body = []
+    for fd in keep:
+        nxt = [s for s in starts if s > fd.line]
+        body += lines[fd.line - 1:(min(nxt) - 1) if nxt else end_of_diff]
+    raw = b"\n".join(head + body) + b"\n"
+    return dataclasses.replace(patch, raw=raw, files=keep), outside
+
+
+def classify(idx: Index, scratch: Index, patch: PatchFile, partial: list[str] | None = None) -> Outcome:
     """Classify `patch` on the index's tree and, when it applies, leave its result in the index
-    (so the next patch is classified on top of it). On failure the index is left unchanged."""
+    (so the next patch is classified on top of it). On failure the index is left unchanged.
+    With `partial` (the paths a partial tree carries) only the patch's files inside are checked."""
+    if partial is not None:
+        inside, outside = inside_part(patch, partial)
+        if inside is None:
+            return Outcome(patch.name, "outside", outside=outside,
+                           note="every target lies outside the partial tree: " + ", ".join(outside))
+        o = _classify(idx, scratch, inside, whole=patch)
+        o.outside = outside
+        if outside:
+            o.note = "; ".join(filter(None, [o.note, "not checked, outside the partial tree: " + ", ".join(outside)]))
+        return o
+    return _classify(idx, scratch, patch)
+
+
+def _classify(idx: Index, scratch: Index, patch: PatchFile, whole: PatchFile | None = None) -> Outcome:
     raw = patch.raw
     pre = idx.tree()
     check = idx.apply(raw, "--check", "-v")
@@ -171,6 +219,6 @@ def classify(idx: Index, scratch: Index, patch: PatchFile) -> Outcome:
         return Outcome(patch.name, "obsolete", files=gone,
                        note="target file(s) vanished: " + ", ".join(gone))
     files = sorted(set(CONFLICTED_RE.findall(three.err)) | {m[0] for m in FAILED_RE.findall(check.err)})
-    hunks = failing_hunks(idx, scratch, pre, patch, files)
+    hunks = failing_hunks(idx, scratch, pre, patch, files, whole)
     idx.load(pre)
     return Outcome(patch.name, "conflict", files=files, hunks=hunks)

@@ -13,10 +13,18 @@ DETAIL_LINES = 12
 
 
 def _detail(o: Outcome) -> str:
+    if o.status == "outside":
+        return "outside the partial tree: " + ", ".join(f"`{f}`" for f in o.outside)
+    extra = f" (not checked, outside the partial tree: {', '.join(f'`{f}`' for f in o.outside)})" if o.outside else ""
+    return _detail_in_tree(o) + extra
+
+
+def _detail_in_tree(o: Outcome) -> str:
     if o.status == "offset":
         return "; ".join(o.offsets)
     if o.status in ("3way", "conflict", "obsolete"):
-        return ", ".join(f"`{f}`" for f in o.files) + (f" ({o.note})" if o.note else "")
+        note = "; ".join(x for x in o.note.split("; ") if not x.startswith("not checked, outside"))
+        return ", ".join(f"`{f}`" for f in o.files) + (f" ({note})" if note else "")
     if o.status in ("upstreamed", "resolved"):
         return o.evidence
     return o.note
@@ -27,9 +35,21 @@ def bump_markdown(rep: BumpReport) -> str:
              f"- old base: `{rep.old['commit'][:12]}` ({rep.old['source']})",
              f"- new base: `{rep.new['commit'][:12]}` ({rep.new['source']})",
              f"- result: **{rep.status}** (exit {rep.exit_code}); rebased tree `{rep.tree}`", ""]
-    lines += ["| # | patch | result | detail |", "| --- | --- | --- | --- |"]
+    if rep.new.get("what"):
+        lines.insert(3, f"- new tree: {rep.new['what']}")
+    if rep.new.get("partial") is not None:
+        lines.insert(4, "- partial tree: carries only " + ", ".join(f"`{p}`" for p in rep.new["partial"])
+                     + "; nothing is exported from it or pinned to it")
+    lines += ["| # | patch | result | semantic | detail |", "| --- | --- | --- | --- | --- |"]
     for i, o in enumerate(rep.outcomes, 1):
-        lines.append(f"| {i} | `{o.patch}` | {o.status} | {_detail(o) or '-'} |")
+        sem = rep.verdict(o.patch)
+        lines.append(f"| {i} | `{o.patch}` | {o.status} | {sem.verdict if sem else 'not run'} | {_detail(o) or '-'} |")
+    if rep.semantic is not None:
+        lines += ["", "## Semantic verdicts (intent tests on the pristine new upstream, without the patch)", ""]
+        for s in rep.semantic:
+            lines.append(f"- `{s.patch}`: **{s.verdict}** — {s.reason}")
+            for node, t in s.tests.items():
+                lines.append(f"  - `{node}`: {t['outcome']}" + (f" ({t['why']})" if t.get("why") else ""))
     blocking = [o for o in rep.outcomes if o.blocking]
     if blocking:
         lines += ["", "## Conflicts", ""]
@@ -42,10 +62,12 @@ def bump_markdown(rep: BumpReport) -> str:
                 lines += ["", f"- `{h.file}` `{h.header}` (patch line {h.line}); upstream lines it expected:", "",
                           "```", *h.expected[:DETAIL_LINES], *(["…"] if len(h.expected) > DETAIL_LINES else []), "```"]
             lines.append("")
-    up = [o for o in rep.outcomes if o.status == "upstreamed"]
+    up = [o for o in rep.outcomes if o.status == "upstreamed" or (rep.verdict(o.patch) and rep.verdict(o.patch).fixed)]
     if up:
         lines += ["", "## Proposed for removal (already upstream)", ""]
-        lines += [f"- `{o.patch}`: {o.evidence}" for o in up]
+        lines += [f"- `{o.patch}`: " + "; ".join(filter(None, [
+            o.evidence, f"fixed-upstream: {rep.verdict(o.patch).reason}" if rep.verdict(o.patch) and rep.verdict(o.patch).fixed else ""]))
+            for o in up]
         if rep.status == "upstreamed":
             lines.append("\nNothing was written: rerun with `--drop-upstreamed` to drop them.")
     if rep.written_to:
@@ -55,7 +77,8 @@ def bump_markdown(rep: BumpReport) -> str:
     lines += ["", "## Range-diff (old stack → new stack)", "", "```", rep.range_diff.rstrip() or "(empty)", "```"]
     lines += ["", "## Regression", ""]
     if rep.regress is None:
-        lines.append("not run" + (" (conflicts remain)" if rep.status != "ok" else " (--no-regress)"))
+        why = {"ok": " (--no-regress)", "partial": " (a partial tree is never exported from)"}.get(rep.status, " (conflicts remain)")
+        lines.append("not run" + why)
     else:
         lines.append(f"ok: **{rep.regress.get('ok')}**" + (f" — {rep.regress['error']}" if rep.regress.get("error") else ""))
         lines += ["", "| patch | outcome | tests |", "| --- | --- | --- |"]
@@ -99,9 +122,14 @@ def annotation(level: str, file: str, line: int, message: str) -> str:
     return f"::{level} file={_esc_prop(file)},line={max(1, line)}::{_esc_data(message)}"
 
 
-def annotations(outcomes: list[Outcome], patch_dir: str, where: str) -> list[str]:
-    """Problem-matcher lines pointing at the failing hunk headers of the patch files."""
+def annotations(outcomes: list[Outcome], patch_dir: str, where: str, semantic=None) -> list[str]:
+    """Problem-matcher lines pointing at the failing hunk headers of the patch files (and, given
+    the semantic verdicts, a warning on each patch found fixed upstream)."""
     out = []
+    for s in semantic or []:
+        if s.fixed:
+            out.append(annotation("warning", f"{patch_dir.rstrip('/')}/{s.patch}", 1,
+                                  f"{s.patch}: fixed upstream in {where} ({s.reason}); propose removal"))
     for o in outcomes:
         f = f"{patch_dir.rstrip('/')}/{o.patch}"
         if o.status == "conflict":
@@ -113,6 +141,8 @@ def annotations(outcomes: list[Outcome], patch_dir: str, where: str) -> list[str
             out.append(annotation("error", f, 1, f"{o.patch}: obsolete on {where}: {o.note}"))
         elif o.status == "upstreamed":
             out.append(annotation("warning", f, 1, f"{o.patch}: already upstream in {where} ({o.evidence}); propose removal"))
+        elif o.status == "outside":
+            out.append(annotation("notice", f, 1, f"{o.patch}: not checked on {where}: {o.note}"))
         elif o.status == "not-tried":
             out.append(annotation("warning", f, 1, f"{o.patch}: not tried on {where} ({o.note})"))
     return out

@@ -22,6 +22,38 @@ class Target:
     spec: SourceSpec
     label: str  # what the user sees: v0.28.0, a tag, or a short sha
     pin: dict[str, dict[str, str]] = field(default_factory=dict)  # "stack" | "source" -> keys to set
+    what: str = ""  # what the tree is (a `[[stacks.X.targets]]` entry's `what`)
+    partial: list[str] | None = None  # the only repository paths a partial tree carries
+
+
+def named_targets(cfg: StackConfig) -> list[SourceSpec]:
+    """`[[stacks.X.targets]]`: trees a bump may go onto that are no source of the pin."""
+    out = []
+    for t in cfg.raw.get("targets", []):
+        opts = {k: v for k, v in t.items() if k != "kind"}
+        out.append(SourceSpec(str(t.get("kind", "")), opts))
+    return out
+
+
+def _named_target(cfg: StackConfig, spec: SourceSpec, cache: Cache, progress: Progress) -> Target:
+    """A `[[stacks.X.targets]]` entry imported (pinned sha256), its version checked."""
+    ref = str(spec.get("ref"))
+    if spec.kind not in ("sdist", "wheel"):
+        raise SourceError(f"target {ref} of {cfg.name}: kind {spec.kind!r} is not an archive",
+                          hint="targets take the sdist/wheel source keys")
+    base = archive.materialize(cfg, spec, cache, progress)
+    vf = spec.get("version_file")
+    if vf:
+        r = Git(base.git_dir).run("show", f"{base.commit}:{vf}", check=False)
+        m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", r.out, re.M) if r.rc == 0 else None
+        got = m.group(1) if m else None
+        if got != ref:
+            raise SourceError(f"{spec.get('filename') or spec.describe()}: {vf} says version {got or 'nothing'}, "
+                              f"the target is {ref}", hint="refusing a tree that is not the release it claims")
+    source = f"{base.source} ({', '.join(spec.get('include', [])) or 'whole archive'})"
+    partial = list(spec.get("partial", [])) or None
+    return Target(BaseTree(base.git_dir, base.commit, source, base.note), spec, ref, {},
+                  what=str(spec.get("what", "")), partial=partial)
 
 
 def version_key(v: str) -> tuple:
@@ -93,6 +125,9 @@ def resolve(cfg: StackConfig, ref: str | None, cache: Cache, *, latest: bool = F
     """The first source of the stack that can provide REF (or the newest release / tracked branch)."""
     if not ref and not latest:
         raise UsageError("name a REF or pass --latest")
+    for spec in named_targets(cfg):
+        if ref is not None and str(spec.get("ref")).removeprefix("v") == ref.removeprefix("v"):
+            return _named_target(cfg, spec, cache, progress)
     specs = [s for s in cfg.sources if source is None or s.kind == source]
     errors = []
     for spec in specs:

@@ -84,4 +84,9 @@ def stack_matrix(stack: str, patch_dir: Path) -> StackMatrix:
 
 def compute_matrix(root: Path, stacks: list[str] | None = None) -> list[StackMatrix]:
     project = load_project(root)
-    return [stack_matrix(s.name, s.patch_dir) for s in project.select(stacks)]
+    out = []
+    for s in project.targets(stacks):  # every release of each stack, each with its own results/
+        m = stack_matrix(s.name, s.patch_dir)
+        m.stack = s.label  # vllm, vllm@v0.33.0
+        out.append(m)
+    return out

@@ -4,7 +4,9 @@
 - sha256 verified against the pin before anything is extracted.
 - Extracted safely: no member escapes the target, no device files or fifos, no ownership kept,
   symlinks only when they stay inside the tree.
-- Optionally re-rooted (the SGLang wheel's `sglang/...` is the repo's `python/sglang/...`).
+- Optionally re-rooted (the SGLang wheel's `sglang/...` is the repo's `python/sglang/...`) and cut
+  to the members matching `include` (DeepGEMM as vendored in the vLLM wheel: only
+  `vllm/third_party/deep_gemm/*`); an archive in which `include` matches nothing is refused.
 - Imported as one deterministic commit (fixed author, committer and dates), so the same archive
   always gives the same commit hash; the blob ids equal the upstream repo's, so patches made on
   the git repo apply and 3-way merge here.
@@ -115,7 +117,8 @@ def download(package: str, filename: str, sha256: str | None, cache: Cache, prog
     return dest, f"downloaded {mb:.1f} MB in {time.monotonic() - t0:.1f} s"
 
 
-def _target(name: str, strip: str | None, reroot: dict, exclude: list[str], archive: str) -> str | None:
+def _target(name: str, strip: str | None, reroot: dict, exclude: list[str], archive: str,
+            include: list[str] = ()) -> str | None:
     """Where an archive member lands (relative posix path), or None to skip it; refuses escapes."""
     p = PurePosixPath(name.replace("\\", "/"))
     if p.is_absolute() or ".." in p.parts or (p.parts and p.parts[0].endswith(":")):
@@ -128,6 +131,8 @@ def _target(name: str, strip: str | None, reroot: dict, exclude: list[str], arch
     if not parts:
         return None
     rel = "/".join(parts)
+    if include and not any(fnmatch.fnmatch(rel, pat) for pat in include):
+        return None
     if any(fnmatch.fnmatch(rel, pat) for pat in exclude):
         return None
     if parts[0] == ".git":
@@ -143,7 +148,8 @@ def _check_link(rel: str, target: str, archive: str) -> None:
         raise SourceError(f"{archive}: symlink {rel} -> {target} points outside the tree", hint="refusing this archive")
 
 
-def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclude: list[str]) -> int:
+def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclude: list[str],
+            include: list[str] = ()) -> int:
     """Safe extraction: only regular files, directories and in-tree symlinks; no owners, no modes
     but the executable bit (all git keeps). Returns the number of files written."""
     count = 0
@@ -160,7 +166,7 @@ def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclu
     if archive.name.endswith((".tar.gz", ".tgz", ".tar")):
         with tarfile.open(archive) as tf:
             for m in tf:
-                rel = _target(m.name, strip, reroot, exclude, archive.name)
+                rel = _target(m.name, strip, reroot, exclude, archive.name, include)
                 if rel is None:
                     continue
                 if m.isdir():
@@ -178,7 +184,7 @@ def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclu
     else:
         with zipfile.ZipFile(archive) as zf:
             for info in zf.infolist():
-                rel = _target(info.filename, strip, reroot, exclude, archive.name)
+                rel = _target(info.filename, strip, reroot, exclude, archive.name, include)
                 if rel is None or info.is_dir():
                     continue
                 mode = info.external_attr >> 16
@@ -231,6 +237,7 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     strip = spec.get("strip") or (filename[: -len(".tar.gz")] if spec.kind == "sdist" else None)
     reroot = dict(spec.get("reroot", {}))
     exclude = list(spec.get("exclude", []))
+    include = list(spec.get("include", []))
     if sha256 is None:
         # An unpinned release (bump, pin): name the import by the archive's real hash, so one
         # archive is imported once whichever command asked first.
@@ -239,7 +246,8 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
             sha256 = sha256_of(cached)
         elif not offline:
             sha256 = find_file(package, filename).get("hashes", {}).get("sha256")
-    key = hashlib.sha256(json.dumps([IMPORT_FORMAT, sha256, filename, strip, reroot, exclude], sort_keys=True).encode()).hexdigest()[:24]
+    recipe = [IMPORT_FORMAT, sha256, filename, strip, reroot, exclude] + ([include] if include else [])
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:24]
     repo_path = cache.dir("imports") / f"{key}.git"
     desc = f"{spec.kind}:{package}=={version}"
     if (repo_path / "HEAD").exists():
@@ -256,7 +264,10 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         tree = work / "tree"
         tree.mkdir()
         say(progress, f"extracting {filename}")
-        n = extract(archive, tree, strip=strip, reroot=reroot, exclude=exclude)
+        n = extract(archive, tree, strip=strip, reroot=reroot, exclude=exclude, include=include)
+        if n == 0 and include:
+            raise SourceError(f"{filename}: no member matches include {include}",
+                              hint="this archive does not carry that folder; check the version or 'include'")
         if n == 0:
             raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
         want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)

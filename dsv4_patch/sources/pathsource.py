@@ -18,7 +18,7 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         raise SourceError(f"stack {stack.name}: path source has no 'path'", hint="set path = \"...\" in stacks.toml")
     path = Path(raw)
     if not path.is_absolute():
-        path = stack.patch_dir.parent.parent / path
+        path = (stack.root or stack.patch_dir.parent.parent) / path
     if not path.exists():
         raise SourceError(f"{path} does not exist", hint="clone the upstream there or fix 'path'")
     # safe.directory: a checkout owned by another user is read, never written.

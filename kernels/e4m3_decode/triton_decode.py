@@ -67,10 +67,16 @@ def _decode_bytes_kernel(x_ptr, out_ptr, n, MANUAL_DECODE: tl.constexpr, BLOCK: 
     tl.store(out_ptr + offs, y, mask=mask)
 
 
-def decode_bytes(codes: torch.Tensor, manual_decode: bool = True) -> torch.Tensor:
-    """Elementwise e4m3fn decode of a uint8 tensor through one of the two Triton helpers."""
+def decode_bytes(codes: torch.Tensor, manual_decode: bool = True,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """Elementwise e4m3fn decode of a uint8 tensor through one of the two Triton helpers.
+
+    `out` (optional): a contiguous float32 tensor with codes.numel() elements to write into."""
     flat = codes.reshape(-1).contiguous()
-    out = torch.empty(flat.shape, dtype=torch.float32, device=codes.device)
+    if out is None:
+        out = torch.empty(flat.shape, dtype=torch.float32, device=codes.device)
+    elif out.dtype != torch.float32 or out.numel() != flat.numel() or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous float32 tensor of {flat.numel()} elements")
     block = 1024
     _decode_bytes_kernel[(triton.cdiv(flat.numel(), block),)](
         flat, out, flat.numel(), MANUAL_DECODE=manual_decode, BLOCK=block)
@@ -130,6 +136,7 @@ def gather_dequantize(cache: torch.Tensor, slots: torch.Tensor, block_size: int 
     Defaults are the best of the H200 sweep (docs/kernels/vllm-kernels.md): 4 tokens (2,048 output
     values) per program, 4 warps. Slots are not range-checked here (the reference does that; a
     kernel cannot afford the host sync)."""
+    _check_launch_args(block_size, tokens_per_program, num_warps)
     raw = block_view(cache, block_size)
     if raw.shape[0] > 1 and raw.stride(0) % 2:
         raise ValueError("block stride must be even: RoPE is read as bf16")
@@ -139,10 +146,30 @@ def gather_dequantize(cache: torch.Tensor, slots: torch.Tensor, block_size: int 
     n = slots.numel()
     if out is None:
         out = torch.empty((n, L.KV_DIM), dtype=torch.float32, device=raw.device)
+    elif (tuple(out.shape) != (n, L.KV_DIM) or out.dtype != torch.float32 or not out.is_contiguous()
+          or out.device != raw.device):
+        raise ValueError(f"out must be a contiguous float32 [{n}, {L.KV_DIM}] tensor on {raw.device}, got "
+                         f"{out.dtype} {tuple(out.shape)} on {out.device}")
     if n == 0:
         return out
     _launch(raw, slots, out, block_size, manual_decode, tokens_per_program, num_warps)
     return out
+
+
+def _is_power_of_two(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n > 0 and not n & (n - 1)
+
+
+def _check_launch_args(block_size, tokens_per_program, num_warps) -> None:
+    """Fail with the argument named, before Triton does: a program covers tokens_per_program * 8
+    rows, which tl.arange needs as a power of two, and Triton takes only power-of-two warp counts."""
+    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size <= 0:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    if not _is_power_of_two(tokens_per_program):
+        raise ValueError(f"tokens_per_program must be a power of two (1, 2, 4, ...), got "
+                         f"{tokens_per_program!r}")
+    if not _is_power_of_two(num_warps):
+        raise ValueError(f"num_warps must be a power of two (1, 2, 4, ...), got {num_warps!r}")
 
 
 def _launch(raw, slots, out, block_size, manual_decode, tokens_per_program, num_warps):

@@ -7,7 +7,7 @@ For each block of `block` values along each group's row of o [T, G, D]:
     e    = (exponent bits of r) - 127, +1 if r's mantissa bits are non-zero
     s    = 2^e
     q    = e4m3_round(clamp(x / s, -448, 448))     # RNE onto the e4m3 grid, signed zero kept
-    o    = bf16(q * s)                               # RNE to bf16
+    o    = bf16(fp32(q * s))                         # +-inf where fp32 overflows; RNE to bf16
 
 Everything except the one fp32 product is done exactly in float64 (x / s and q * s are exact:
 s is a power of two). The e4m3 rounding is kernels/codecs.py's `e4m3_round`; the bf16 rounding is
@@ -34,11 +34,18 @@ def f64_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     """float64 -> uint16 bf16 bits, round to nearest even (via an exact float32 when possible).
 
     Values here are q * s with q on the e4m3 grid (4 significant bits) and s a power of two, so the
-    float32 step is exact and only the float32 -> bf16 step can round; it is done on the bits.
+    float32 step is exact and only the float32 -> bf16 step can round; it is done on the bits. The one
+    exception is overflow: near the top of the bf16 range q * s can reach 2^128, which float32
+    arithmetic (the reference's `q * s` in fp32) turns into +-inf, and so does this.
     """
     x = np.asarray(x, dtype=np.float64)
-    f32 = x.astype(np.float32)
-    if not np.array_equal(f32.astype(np.float64), x, equal_nan=True):
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow and NaN are handled below
+        f32 = x.astype(np.float32)
+    # float32 rounds to nearest: |x| >= 2^128 - 2^103 overflows; below that x must be exact.
+    overflow = np.abs(x) >= np.float64(2.0**128 - 2.0**103)
+    f32 = np.where(overflow, np.copysign(np.float32(np.inf), x).astype(np.float32), f32)
+    exact = overflow | (f32.astype(np.float64) == x) | np.isnan(x)
+    if not np.all(exact):
         raise ValueError("value not exactly representable in float32; oracle assumption broken")
     b = f32.view(np.uint32).astype(np.uint64)
     nan = np.isnan(f32)

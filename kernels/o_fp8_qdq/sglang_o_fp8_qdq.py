@@ -9,10 +9,11 @@ inplace=True)``). Per block of ``block`` values along each group's row:
                                                 # ceil_log2 read from the fp32 bits
     o    = bf16(e4m3_rne(clamp(x / s, -448, 448)) * s)
 
-The hardware e4m3 conversion is used on sm89 and newer; elsewhere (or when
-``emulate`` is set) the same rounding is done in fp32: round half to even onto
-the e4m3 grid, signed zero kept. Non-CUDA tensors take an eager PyTorch path
-with the same arithmetic. Only torch and triton are imported here.
+On NVIDIA GPUs the hardware e4m3 conversion is used on sm89 and newer; on
+older ones (or when ``emulate`` is set) the same rounding is done in fp32:
+round half to even onto the e4m3 grid, signed zero kept. CPU tensors take an
+eager PyTorch path with the same arithmetic. ROCm, NPU and other devices are
+refused: this has not been run there. Only torch and triton are imported here.
 """
 
 import functools
@@ -90,7 +91,7 @@ def _o_fp8_qdq_kernel(
 
 @functools.lru_cache(maxsize=None)
 def _hw_fp8_supported(device_index: int) -> bool:
-    if torch.version.hip is not None or os.environ.get("TRITON_INTERPRET") == "1":
+    if os.environ.get("TRITON_INTERPRET") == "1":
         return False
     return torch.cuda.get_device_capability(device_index) >= (8, 9)
 
@@ -142,19 +143,41 @@ def _o_fp8_qdq_torch_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tenso
     return o
 
 
+def _check_args(o: torch.Tensor, block: int) -> None:
+    # Checked here, with the setting named, rather than left to Triton: a block
+    # that is not a power of two passes D % block and then fails in tl.arange.
+    if not isinstance(block, int) or block <= 0 or block & (block - 1):
+        raise ValueError(
+            f"o FP8 QDQ block={block!r} must be a power of two "
+            "(SGLANG_DSV4_O_FP8_QDQ_BLOCK; DeepSeek-V4.1-Flash-1017 uses 32)"
+        )
+    if o.dim() != 3:
+        raise ValueError(f"o must be [T, G, D], got shape {tuple(o.shape)}")
+    if o.shape[2] % block:
+        raise ValueError(f"o's last dim D={o.shape[2]} is not a multiple of block={block}")
+    if o.numel() and o.stride(2) != 1:
+        raise ValueError(f"o's last dim must be contiguous, got strides {o.stride()}")
+    if torch.version.hip is not None or o.device.type not in ("cuda", "cpu"):
+        raise NotImplementedError(
+            f"o FP8 QDQ has been verified on NVIDIA CUDA and CPU only, not on "
+            f"{'ROCm' if torch.version.hip is not None else o.device.type}; "
+            "unset SGLANG_DSV4_O_FP8_QDQ_BLOCK"
+        )
+
+
 def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch.Tensor:
     """Round ``o`` [T, G, D] (bf16/fp16/fp32, last dim contiguous) to FP8 e4m3
     in blocks of ``block`` values along D, and back, in place. Returns ``o``.
 
     ``emulate`` forces the fp32 emulation of the e4m3 rounding instead of the
-    hardware conversion (which is used on CUDA sm89+ only).
+    hardware conversion (which is used on CUDA sm89+ only). ``block`` must be a
+    power of two dividing D. Raises ValueError on bad arguments and
+    NotImplementedError on devices other than NVIDIA CUDA and CPU.
     """
-    assert o.dim() == 3, f"o must be [T, G, D], got {tuple(o.shape)}"
+    _check_args(o, block)
     T, G, D = o.shape
-    assert block > 0 and D % block == 0, f"D={D} is not a multiple of block={block}"
     if o.numel() == 0:
         return o
-    assert o.stride(2) == 1, "o's last dim must be contiguous"
     if not (o.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         return _o_fp8_qdq_torch_(o, block, emulate)
     hw = (

@@ -1,24 +1,20 @@
 """The Slurm launcher: script rendering (always), and a real single-node Slurm (ci/slurm-up.sh) judging
-three bad jobs and one good one from the scheduler's own state. About 90 s: the time-limit job needs
-Slurm's 1-minute minimum plus its ~30 s enforcement tick; all jobs run side by side."""
+three bad jobs and one good one from the scheduler's own state. The jobs take ~90 s (the time-limit job
+needs Slurm's 1-minute minimum plus its ~30 s enforcement tick); slurm_background.py submits them when
+collection ends and these tests run last, so the wait overlaps the rest of the suite."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
+from slurm_background import SCENARIOS
+
 from dsv4_patch.e2e.launchers import JobSpec
-from dsv4_patch.e2e.protocol import RequestSpec, WorkerRequest
-from dsv4_patch.e2e.slurm import SlurmConfig, SlurmLauncher, parse_sacct, parse_scontrol, render_script
-from dsv4_patch.e2e.stages import judge_case, prepare_case
+from dsv4_patch.e2e.slurm import SlurmConfig, parse_sacct, parse_scontrol, render_script
 from dsv4_patch.e2e.verdict import Verdict
 from dsv4_patch.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parents[2]
-FAKE = Path(__file__).resolve().parent / "fake_engine_double.py"
-
 
 def test_script_saves_py_exit_and_carries_the_config(tmp_path):
     cfg = SlurmConfig.from_dict({"partition": "dcu", "gres": "dcu:8", "cpus_per_task": 64, "mem": "240gb",
@@ -49,32 +45,6 @@ def test_parse_scheduler_outputs():
     assert kv["JobState"] == "TIMEOUT" and kv["ExitCode"] == "0:15"
     rows = parse_sacct("17|COMPLETED|0:0|00:05:15\n17.batch|COMPLETED|0:0|00:05:15\n17.extern|CANCELLED by 0|0:0|00:05:15\n")
     assert [r["State"] for r in rows] == ["COMPLETED", "COMPLETED", "CANCELLED"]
-
-
-SCENARIOS = {
-    # name: (scenario, extra env, expected verdict, expected scheduler state)
-    "degraded-exit0": ("j08-weak-probe", {}, Verdict.DEGRADED, "COMPLETED"),
-    "python-fails": ("python-fails", {}, Verdict.ERROR, "FAILED"),
-    "time-limit": ("hang", {"FAKE_ENGINE_SLEEP": "600"}, Verdict.CRASHED, "TIMEOUT"),
-    "coherent": ("coherent", {}, Verdict.COHERENT, "COMPLETED"),
-}
-
-
-@pytest.fixture(scope="module")
-def slurm_runs(slurm_cluster, tmp_path_factory):
-    """Submit every scenario at once, then follow each to its end."""
-    import os
-
-    os.environ.update(slurm_cluster)  # sbatch/squeue/scontrol find the test cluster
-    out = tmp_path_factory.mktemp("slurm-e2e")
-    cfg = SlurmConfig(time="1", poll_seconds=2, python=sys.executable, follow_timeout_s=240, cpus_per_task=1)
-    launcher = SlurmLauncher(cfg, pythonpath=ROOT)
-    submitted = {}
-    for name, (scenario, env, _, _) in SCENARIOS.items():
-        req = WorkerRequest(engine="vllm", model="/models/fake", tp=1, case=name, requests=[RequestSpec("zh-intro", ["你好"])])
-        spec = prepare_case(req, "slurm", out, [sys.executable, str(FAKE)], 0, {"FAKE_ENGINE_SCENARIO": scenario} | env)
-        submitted[name] = (req, spec, launcher.submit(spec))
-    return {name: judge_case(req, "slurm", spec, launcher.wait(job, spec)) for name, (req, spec, job) in submitted.items()}
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

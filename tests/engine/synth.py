@@ -87,7 +87,7 @@ def author_commit(tree: Path, files: dict[str, str | bytes | None], subject: str
     return git(tree, "rev-parse", "HEAD").strip()
 
 
-META = "Upstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n"
+META = "Upstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n"
 
 
 class Env:

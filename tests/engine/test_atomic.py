@@ -32,11 +32,12 @@ KILLER = textwrap.dedent("""
             if len(calls) == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
         outdir.os.replace = replace
-    elif where == "am":      # die while git am runs, staging half-built
+    elif where == "am":      # die while the commits are made (git am or fast-import), staging half-built
         real_am = tree._am
         def am(*a, **k):
             os.kill(os.getpid(), signal.SIGKILL)
         tree._am = am
+        tree.incremental.fast_commits = am
     stack = load_project({proj!r}).stack("demo")
     tree.build_tree(stack, {out!r}, cache=Cache({cache!r}), force=True)
 """)

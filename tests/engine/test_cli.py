@@ -43,12 +43,13 @@ def two_patches(env, second_breaks=False):
     (env.root / "tests").mkdir(exist_ok=True)
     (env.root / "tests/test_demo.py").write_text(REGRESS_TESTS + "\ndef test_ok():\n    pass\n")
     meta = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_three\n" \
-           "Regression-Test: tests/test_demo.py::test_base_is_pristine\n"
+           "Regression-Test: tests/test_demo.py::test_base_is_pristine\nSigned-off-by: Pat Cher <pat@example.com>\n"
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three", body=meta)
     b = numbered(30, "b").replace("b 3\n", "b three\n")
     a = numbered(60).replace("line 3\n", "line 3 broken\n" if second_breaks else "line three\n")
     env.author({"src/b.txt": b, "src/a.py": a}, "[DSV4] Bee",
-               body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_bee\n")
+               body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_bee\n"
+                    "Signed-off-by: Pat Cher <pat@example.com>\n")
 
 
 def test_help_teaches_by_example():

@@ -104,9 +104,9 @@ def test_symlink_pointing_outside_is_reported(env):
     add_test_file(env)
     tree = env.apply().tree
     os.symlink("../../../../etc/shadow", tree / "src/link")
-    from synth import author_commit
+    from synth import META, author_commit
 
-    author_commit(tree, {}, "[DSV4] Link", "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n")
+    author_commit(tree, {}, "[DSV4] Link", "Why.\n\n" + META)
     from dsv4_patch.exporter import export_stack
 
     export_stack(env.stack, tree)

@@ -1,4 +1,7 @@
-"""fp8_ds_mla reference writer/reader against an independent numpy writer built on kernels.codecs."""
+"""fp8_ds_mla reference writer/reader against an independent numpy writer built on kernels.codecs.
+
+Deterministic: every random cache and kv comes from a fixed seed; the byte edges (every e4m3 code,
+NaN codes, scale bytes 0, 1, 127, 254, 255) are planted explicitly."""
 
 from __future__ import annotations
 
@@ -13,12 +16,12 @@ from kernels.fp8_ds_mla import naive  # noqa: E402
 
 
 def make_cache(num_blocks: int, block_size: int, pad_bytes: int, *, logical_3d: bool,
-               fill: int | None = None):
+               fill: int | None = None, seed: int = 0):
     """Like vLLM's allocator: one flat buffer, blocks at a stride >= block_size*584, and a view.
 
     Returns (flat buffer, view handed to the reader)."""
     stride = L.block_bytes(block_size) + pad_bytes
-    gen = torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + num_blocks * 1009 + block_size * 31 + pad_bytes)
     flat = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen)
     if fill is not None:
         flat.fill_(fill)
@@ -66,8 +69,8 @@ def numpy_reader(flat: np.ndarray, stride: int, block_size: int, slots: np.ndarr
         return out.astype(np.float32)  # one rounding of the exact product: what float32 math gives
 
 
-def random_kv(n: int, dtype=torch.float32) -> torch.Tensor:
-    rng = np.random.default_rng()
+def random_kv(n: int, dtype=torch.float32, seed: int = 0) -> torch.Tensor:
+    rng = np.random.default_rng(seed + n)
     # per-tile magnitudes over many binades so scale bytes differ tile to tile
     mag = np.exp2(rng.uniform(-20, 20, size=(n, 8, 1)))
     kv = rng.standard_normal((n, 8, 64)) * mag
@@ -89,14 +92,23 @@ def test_encode_matches_numpy_writer_byte_for_byte(block_size, pad_bytes, logica
     num_blocks = 5
     flat, view = make_cache(num_blocks, block_size, pad_bytes, logical_3d=logical_3d)
     flat_np = flat.numpy().copy()
-    rng = np.random.default_rng()
+    rng = np.random.default_rng(block_size + pad_bytes + int(logical_3d))
     n = 2 * block_size
     # always include both ends of a block and of the cache; slots are distinct, as in vLLM
     ends = [0, block_size - 1, block_size, num_blocks * block_size - 1]
     others = np.setdiff1d(np.arange(num_blocks * block_size), ends)
     slots = np.concatenate([ends, [-1], rng.choice(others, size=n - 5, replace=False)])
     rng.shuffle(slots)  # -1 is a padding token: writes nothing
+    slots = np.concatenate([slots[slots >= 0], [-1]])  # the planted rows below are real tokens
     kv = random_kv(n, dtype)
+    # planted: an all-zero tile (floor scale), a tile at exactly 448 * 2^k with every e4m3 subnormal
+    # code after scaling, a tile whose amax / 448 is a power of two plus one float32 ulp, NaN
+    units = np.concatenate([[448.0], np.arange(1, 8) * 2.0**-9, -np.arange(1, 8) * 2.0**-9, [2.0**-10]])
+    kv[0, :64] = 0
+    kv[0, 64:64 + units.size] = torch.from_numpy(units * 2.0**-20).to(dtype)
+    kv[1, :64] = torch.from_numpy(np.linspace(-1, 1, 64) * 448 * 2.0**5).to(dtype)
+    kv[1, 64] = float(np.nextafter(np.float32(448.0), np.float32(np.inf)))
+    kv[2, 7] = float("nan")
     naive.encode(view, torch.from_numpy(slots), kv, block_size)
     stride = L.block_bytes(block_size) + pad_bytes
     numpy_writer(flat_np, stride, block_size, slots, kv.float().numpy())
@@ -110,7 +122,12 @@ def test_dequantize_matches_numpy_reader_on_arbitrary_bytes(block_size, pad_byte
     # Random bytes everywhere: every e4m3 code (NaNs included), every scale byte (0xFF, 254, 0).
     num_blocks = 4
     flat, view = make_cache(num_blocks, block_size, pad_bytes, logical_3d=True)
-    slots = torch.randperm(num_blocks * block_size)
+    slots = torch.randperm(num_blocks * block_size, generator=torch.Generator().manual_seed(block_size))
+    # planted in slot 0's bytes: every e4m3 code once per scale byte 0, 1, 127, 254, 255 ...
+    raw = naive.block_view(view, block_size)
+    raw[0, :256] = torch.arange(256, dtype=torch.uint8)
+    raw[0, 256:448] = torch.arange(192, dtype=torch.uint8)
+    raw[0, block_size * 576:block_size * 576 + 8] = torch.tensor([0, 1, 127, 254, 255, 0, 118, 7], dtype=torch.uint8)
     got = naive.dequantize(view, slots, block_size)
     ref = numpy_reader(flat.numpy(), L.block_bytes(block_size) + pad_bytes, block_size,
                        slots.numpy())
@@ -121,7 +138,7 @@ def test_dequantize_matches_numpy_reader_on_arbitrary_bytes(block_size, pad_byte
 def test_round_trip_error_is_within_half_an_e4m3_step(block_size):
     num_blocks = 3
     _, view = make_cache(num_blocks, block_size, 584, logical_3d=False)
-    slots = torch.randperm(num_blocks * block_size)[: 2 * block_size]
+    slots = torch.randperm(num_blocks * block_size, generator=torch.Generator().manual_seed(7))[: 2 * block_size]
     kv = random_kv(len(slots), torch.bfloat16).float()
     naive.encode(view, slots, kv, block_size)
     out = naive.dequantize(view, slots, block_size)
@@ -197,13 +214,57 @@ def test_extreme_scale_bytes_decode():
 
 def test_block_view_refuses_layouts_it_cannot_address():
     flat = torch.zeros(4 * 16 * 584, dtype=torch.uint8)
-    with pytest.raises(ValueError):  # too few bytes per block for block_size=64
+    with pytest.raises(ValueError, match="a block holds"):  # too few bytes per block for 64
         naive.block_view(flat.view(4, 16 * 584), 64)
+    with pytest.raises(ValueError, match="a block holds"):  # the same with a single block
+        naive.block_view(flat.view(1, 4 * 16 * 584)[:, :16 * 584], 64)
     strided = flat.view(4, 16, 584)[:, :, ::2]
-    with pytest.raises(ValueError):  # bytes inside a block are not dense
+    with pytest.raises(ValueError, match="not dense"):
         naive.block_view(strided, 16)
-    with pytest.raises(ValueError):
-        naive.dequantize(flat.view(4, 16 * 584), torch.tensor([64]), 16)
+    wide = flat.view(2, 2 * 16 * 584)[:, ::2]  # enough bytes, but every other one
+    with pytest.raises(ValueError, match="not dense"):
+        naive.block_view(wide, 16)
+    for nb in (2, 3):  # blocks that overlap (stride below the block's bytes)
+        with pytest.raises(ValueError, match="block stride"):
+            naive.block_view(flat.as_strided((nb, 16, 584), (1000, 584, 1)), 16)
+    with pytest.raises(ValueError, match="block dimension"):
+        naive.block_view(flat, 16)
+    for slots in ([0, 64], [-1, 3], [63, 64, 0]):
+        with pytest.raises(ValueError, match="slot outside"):
+            naive.dequantize(flat.view(4, 16 * 584), torch.tensor(slots), 16)
+    kv = torch.zeros(2, 512)
+    with pytest.raises(ValueError, match="slot outside"):
+        naive.encode(flat.view(4, 16 * 584), torch.tensor([3, 64]), kv, 16)
+    for bad in (torch.zeros(2, 511), torch.zeros(2, 512, 1)):
+        with pytest.raises(ValueError, match="kv must be"):
+            naive.encode(flat.view(4, 16 * 584), torch.tensor([0, 1]), bad, 16)
+    assert not flat.any()  # nothing was written
+
+
+def test_block_view_accepts_what_it_can_address():
+    """Size-1 dims with any stride, a single block with any stride, and caches typed as another
+    dtype (read as their bytes) all give the same bytes as the plain uint8 view."""
+    flat, view = make_cache(2, 16, 0, logical_3d=True, seed=9)
+    slots = torch.tensor([0, 17, 31])
+    want = naive.dequantize(view, slots, 16)
+    odd_unit = flat.as_strided((2, 1, 16 * 584), (16 * 584, 7, 1))
+    assert bits_equal(naive.dequantize(odd_unit, slots, 16), want)
+    one = flat[:16 * 584].as_strided((1, 16, 584), (1, 584, 1))
+    assert bits_equal(naive.dequantize(one, torch.tensor([0, 15]), 16),
+                      naive.dequantize(view, torch.tensor([0, 15]), 16))
+    as_int8 = view.view(torch.int8)
+    assert bits_equal(naive.dequantize(as_int8, slots, 16), want)
+    as_bf16 = flat.view(torch.bfloat16).view(2, 16 * 584 // 2)
+    assert bits_equal(naive.dequantize(as_bf16, slots, 16), want)
+
+
+def test_rope_reader_returns_the_stored_bf16():
+    _, view = make_cache(2, 16, 8, logical_3d=True, seed=4)
+    slots = torch.tensor([3, 30])
+    kv = random_kv(2, torch.bfloat16, seed=4)
+    naive.encode(view, slots, kv, 16)
+    got = naive.rope(view, slots, 16)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, kv[:, 448:])
 
 
 def test_block_view_keeps_the_allocator_stride_without_copying():
@@ -215,7 +276,7 @@ def test_block_view_keeps_the_allocator_stride_without_copying():
 def test_wrong_contiguous_reader_is_caught():
     block_size = 64
     flat, view = make_cache(3, block_size, 7 * 584, logical_3d=True)
-    slots = torch.randperm(3 * block_size)
+    slots = torch.randperm(3 * block_size, generator=torch.Generator().manual_seed(3))
     kv = random_kv(len(slots), torch.bfloat16)
     naive.encode(view, slots, kv, block_size)
     right = naive.dequantize(view, slots, block_size)
@@ -233,7 +294,7 @@ def test_wrong_contiguous_reader_is_caught():
 def test_cuda_writer_and_reader_match_cpu():
     block_size, nb, pad = 64, 6, 512
     flat, view = make_cache(nb, block_size, pad, logical_3d=True)
-    slots = torch.randperm(nb * block_size)[:200]
+    slots = torch.randperm(nb * block_size, generator=torch.Generator().manual_seed(5))[:200]
     kv = random_kv(200, torch.bfloat16)
     kv[3, 7] = float("nan")
     flat_gpu = flat.cuda()
@@ -244,3 +305,25 @@ def test_cuda_writer_and_reader_match_cpu():
     assert torch.equal(flat_gpu.cpu(), flat)
     assert bits_equal(naive.dequantize(view_gpu, slots.cuda(), block_size).cpu(),
                       naive.dequantize(view, slots, block_size))
+
+
+def test_layout_offsets_are_where_the_writer_puts_each_token():
+    """layout.data_offset / scale_offset against bytes the writer stored, at the default block size
+    (64, what vLLM allocates for this cache) and at 16, for the first, a middle and the last slot."""
+    for block_size in (L.DEFAULT_BLOCK_SIZE, 16):
+        flat, view = make_cache(2, block_size, 40, logical_3d=True, fill=0, seed=11)
+        slots = torch.tensor([0, block_size // 2 + 1, block_size - 1, 2 * block_size - 1])
+        kv = random_kv(len(slots), seed=11)
+        if block_size == L.DEFAULT_BLOCK_SIZE:
+            naive.encode(view, slots, kv)  # block_size left to its default
+        else:
+            naive.encode(view, slots, kv, block_size)
+        codes, sb = naive.quantize_nope(kv[:, :L.NOPE_DIM])
+        stride = L.block_bytes(block_size) + 40
+        for i, slot in enumerate(slots.tolist()):
+            base = (slot // block_size) * stride
+            d = base + L.data_offset(block_size, slot % block_size)
+            sc = base + L.scale_offset(block_size, slot % block_size)
+            assert torch.equal(flat[d:d + L.NOPE_DIM], codes[i])
+            assert torch.equal(flat[sc:sc + L.NUM_TILES], sb[i]) and flat[sc + 7] == 0
+    assert L.block_bytes(16) == 16 * 584 and L.TOKEN_BYTES == 584 and L.DEFAULT_BLOCK_SIZE == 64

@@ -1,4 +1,7 @@
-"""kernels/nvfp4/naive.py: the NVFP4 float64 oracles (no DeepGEMM tree needed; CPU)."""
+"""kernels/nvfp4/naive.py: the NVFP4 float64 oracles (no DeepGEMM tree needed; CPU).
+
+Deterministic: seeded inputs, Hypothesis derandomized; the FP32 rounding of the global scale is
+checked with scales that are not float32 numbers, chosen where that rounding changes the result."""
 
 from __future__ import annotations
 
@@ -63,9 +66,11 @@ def test_quantize_edges():
     z = np.zeros((2, 32))
     packed, sf, g = naive.quantize(z)
     assert not packed.any() and not sf.any() and naive.dequantize(packed, sf, g).tolist() == z.tolist()
-    with pytest.raises(ValueError):
+    assert g == 1.0  # an all-zero tensor gets global scale 1
+    assert naive.quantize(np.zeros((2, 0)))[2] == 1.0  # and so does an empty one
+    with pytest.raises(ValueError, match="NaN input"):
         naive.quantize(np.array([[1.0, np.nan]]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="K must be even"):
         naive.quantize(np.ones((1, 3)))
     # values exactly on the grid with scale 1 come back exactly
     x = np.array([np.tile(np.concatenate([E2M1_GRID, -E2M1_GRID]), 2)])
@@ -80,10 +85,16 @@ def test_quantize_edges():
     x = np.concatenate([np.full(16, 1e-3), np.full(16, 1e3)])[None]
     packed, sf, g = naive.quantize(x)
     assert sf[0, 0] == 0 and not naive.dequantize(packed, sf, g)[0, :16].any()
+    assert not packed[0, :8].any()  # a flushed block's codes are 0 too
+    # ... also where its raw values would have codes of their own (0.5 is E2M1 code 1): with a
+    # global scale of 100, 0.5 / 6 / 100 is below half the smallest UE4M3 (2^-10), so the scale is 0
+    x = np.concatenate([np.full(16, 0.5), np.full(16, 1e5)])[None]
+    packed, sf, g = naive.quantize(x, global_scale=100.0)
+    assert sf[0, 0] == 0 and not packed[0, :8].any()
 
 
 @given(st.lists(st.integers(0, 0x7E), min_size=1, max_size=40))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
 def test_sf_int32_pack_roundtrip(codes):
     c = np.array(codes, dtype=np.uint8)
     p = naive.pack_sf_int32(c)
@@ -94,13 +105,22 @@ def test_sf_int32_pack_roundtrip(codes):
     assert (naive.unpack_sf_int32(p, len(p) * 4)[len(codes):] == 0).all()  # zero-scale padding
 
 
+def test_sf_int32_pack_batched_rows():
+    """[rows, nb] scales pack row by row (the layout is per row of the scale tensor)."""
+    c = np.arange(2 * 6, dtype=np.uint8).reshape(2, 6) + 0x30
+    p = naive.pack_sf_int32(c)
+    assert p.shape == (2, 2)
+    assert p.view(np.uint32)[1, 0] == 0x39383736 and p.view(np.uint32)[1, 1] == 0x3B3A
+    np.testing.assert_array_equal(naive.unpack_sf_int32(p, 6), c)
+
+
 def test_sf_pack_refuses_signed_scale():
     with pytest.raises(ValueError):
         naive.pack_sf_int32(np.array([0x38, 0x80], np.uint8))
 
 
 @given(st.integers(0, 0x7E), st.floats(1e-8, 10.0, allow_nan=False))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
 def test_fold_global_scale_single_rounding(code, g):
     g32 = float(np.float32(g))
     prod = ue4m3_decode(np.uint8(code)) * g32
@@ -119,7 +139,7 @@ def test_fold_global_scale_single_rounding(code, g):
 
 def test_fold_global_scale_refuses_bad_input():
     for g in (np.nan, np.inf, -1.0):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="global scale must be"):
             naive.fold_global_scale(np.array([0x38], np.uint8), g)
 
 
@@ -132,3 +152,54 @@ def test_tmem_4x_coords_distinct_and_dense():
     assert naive.tmem_4x_coords(200, 5, 256) == (200 % 32, 8 + 4 + 2, 1)
     with pytest.raises(ValueError):
         naive.tmem_4x_coords(128, 0, 128)
+
+
+# ------------------------------------------------------------------ the FP32 global scale
+
+G_TIE = 1.0625 + 2.0**-40  # float64 just above a UE4M3 tie; float32 rounds it onto the tie (1.0625)
+
+
+def test_global_scale_is_rounded_to_float32_everywhere():
+    """The global scale is an FP32 number in the format: a float64 one is rounded to float32 first.
+    G_TIE shows it: times code 0x38 (1.0) the exact product lies above the tie between 1.0 and
+    1.125 (-> 1.125), the float32 product is the tie itself (-> 1.0, the even code)."""
+    assert np.float32(G_TIE) == 1.0625 and G_TIE != 1.0625
+    assert naive.fold_global_scale(np.array([0x38], np.uint8), G_TIE).tolist() == [0x38]
+    assert naive.fold_global_scale(np.array([0x38], np.uint8), 1.0625 + 2.0**-20).tolist() == [0x39]
+    packed = naive.pack_e2m1([1.0, -6.0])
+    sf = np.array([0x38], np.uint8)
+    np.testing.assert_array_equal(naive.dequantize(packed, sf, 0.1), [np.float32(0.1), -6 * np.float64(np.float32(0.1))])
+    _, _, g = naive.quantize(np.ones((1, 16)), global_scale=0.1)
+    assert g == float(np.float32(0.1)) and g != 0.1
+
+
+def test_quantize_default_global_scale_is_float32_amax_over_2688():
+    x = np.zeros((1, 32))
+    x[0, 5] = 1000.0  # 1000 / 2688 is not a float32 number
+    x[0, 20] = -3.0
+    packed, sf, g = naive.quantize(x)
+    assert g == float(np.float32(1000.0 / 2688.0)) and np.float32(g) == g
+    # the block holding the amax gets the largest scale that keeps 6 * scale * g >= amax: 448 here
+    assert sf[0, 0] == 0x7E  # 1000 / 6 / g = 448 exactly: the largest UE4M3
+    y = naive.dequantize(packed, sf, g)
+    assert abs(y[0, 5] - 1000.0) <= 1000.0 * (1 / 6 + 2**-4)
+
+
+def test_quantize_refuses_non_positive_or_non_finite_global_scale():
+    for g in (0.0, -1.0, np.inf, np.nan, 1e-50):  # 1e-50 rounds to float32 zero
+        with pytest.raises(ValueError, match="global scale"):
+            naive.quantize(np.ones((1, 16)), global_scale=g)
+
+
+def test_fold_global_scale_edges():
+    """Zero scale and zero global scale fold to 0; a product of exactly 448 is allowed, above it
+    refused; below 2^-10 (half the smallest subnormal 2^-9) the product flushes to 0."""
+    codes = np.array([0x00, 0x7E, 0x01, 0x38], np.uint8)
+    assert naive.fold_global_scale(codes, 0.0).tolist() == [0, 0, 0, 0]
+    assert naive.fold_global_scale(np.array([0x7E], np.uint8), 1.0).tolist() == [0x7E]
+    with pytest.raises(ValueError, match="above 448"):
+        naive.fold_global_scale(np.array([0x7E], np.uint8), 1.0 + 2.0**-20)
+    assert naive.fold_global_scale(np.array([0x01], np.uint8), 0.5).tolist() == [0x00]  # tie -> even
+    assert naive.fold_global_scale(np.array([0x01], np.uint8), 0.75).tolist() == [0x01]
+    with pytest.raises(ValueError, match="NaN block scale"):
+        naive.fold_global_scale(np.array([0x7F], np.uint8), 1.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from synth import git, numbered
 
-BODY = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n"
+BODY = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n"
 
 
 def _one_patch(env):

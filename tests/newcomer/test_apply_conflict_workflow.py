@@ -7,7 +7,7 @@ import shutil
 
 from synth import git, numbered
 
-META = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n"
+META = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n"
 
 
 def _patches(env) -> dict[str, bytes]:

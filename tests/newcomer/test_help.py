@@ -59,7 +59,7 @@ def test_tables_print_whole_names_at_80_columns(env, cli):
     (env.root / "tests/test_demo.py").write_text("def test_ok():\n    pass\n")
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, f"[DSV4] {long}",
                body="Why.\n\nUpstream-Status: Pending\nDrop-When: upstream merges the very long named change\n"
-                    "Regression-Test: tests/test_demo.py::test_ok\n")
+                    "Regression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n")
     name = next((env.root / "patches/demo").glob("*.patch")).name
     assert len(name) > 60  # wider than its column at 80
     out = cli(env, "status", check=0).stdout

@@ -17,7 +17,7 @@ def _git_sourced(env):
 def _two_patches_then_upstream_breaks_the_first(env):
     (env.root / "tests").mkdir(exist_ok=True)
     (env.root / "tests/test_demo.py").write_text("def test_ok():\n    pass\n")
-    body = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n"
+    body = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n"
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three", body=body)
     env.author({"src/b.txt": numbered(30, "b").replace("b 7\n", "b seven\n")}, "[DSV4] Seven", body=body)
     env.up.write("src/a.py", numbered(60).replace("line 3\n", "line 3 (upstream)\n"))
@@ -52,7 +52,7 @@ def test_pin_to_a_ref_where_everything_applies_says_so(env, cli):
     (env.root / "tests").mkdir(exist_ok=True)
     (env.root / "tests/test_demo.py").write_text("def test_ok():\n    pass\n")
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three",
-               body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n")
+               body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n")
     env.up.write("src/b.txt", numbered(30, "b").replace("b 20\n", "b twenty\n"))
     new = env.up.commit("unrelated upstream change")
     p = cli(env, "pin", "demo", new, check=0)

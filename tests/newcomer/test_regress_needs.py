@@ -23,7 +23,7 @@ sys.meta_path.insert(0, _Hide())
 
 
 def _author(env, subject, files, tests):
-    body = "Why.\n\nUpstream-Status: Pending\n" + "".join(f"Regression-Test: {t}\n" for t in tests)
+    body = "Why.\n\nUpstream-Status: Pending\n" + "".join(f"Regression-Test: {t}\n" for t in tests) + "Signed-off-by: Pat Cher <pat@example.com>\n"
     env.author(files, subject, body=body)
 
 

@@ -11,13 +11,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-PROBES = ROOT / "kernels" / "nvfp4"
-RAW_PROBE = PROBES / "mma_nvfp4_raw_probe.cu"
-HEADER_PROBE = PROBES / "mma_nvfp4_probe.cu"
-
-# Targets the NVFP4 MMA (kind::mxf4nvf4 scale_vec::4X) must build for / be rejected on
-GOOD_TARGET = "sm_100a"
-BAD_TARGETS = ("sm_100", "sm_100f", "sm_90a")
 
 
 def nvcc() -> str:

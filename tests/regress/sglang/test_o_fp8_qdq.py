@@ -29,6 +29,7 @@ from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, o_fp8_qdq_oracle
 
 ROOT = Path(__file__).resolve().parents[3]
 NEW_FILE = "python/sglang/srt/models/deepseek_common/o_fp8_qdq.py"
+IN_TREE_TEST = "test/registered/unit/models/deepseek_common/test_o_fp8_qdq.py"  # added by the patch
 G = 2  # groups in the probe
 
 
@@ -109,7 +110,7 @@ def _load_new_file(tree: Path):
 def check_new_file(tree: Path) -> None:
     mod = _load_new_file(tree)
     assert (tree / NEW_FILE).read_bytes() == (ROOT / "kernels/o_fp8_qdq/sglang_o_fp8_qdq.py").read_bytes()
-    gen = torch.Generator().manual_seed(int.from_bytes(np.random.bytes(4), "little"))
+    gen = torch.Generator().manual_seed(1017)
     for T in (1, 3, 37):
         o = torch.randn(T, 8, 4096, generator=gen)
         o = o * torch.exp2(torch.randint(-30, 31, (T, 8, 128, 1), generator=gen).float()).repeat_interleave(
@@ -132,12 +133,22 @@ def test_patched_module_matches_oracle(dsv4_tree):
     check_new_file(dsv4_tree("sglang"))
 
 
+def test_upstream_unit_test_passes(dsv4_tree, run_sglang_unit_test):
+    """The unit test the patch adds inside SGLang's test tree (next to SGLang's other
+    deepseek_common tests) passes on the patched tree: its CPU class runs, its CUDA class skips here
+    (it runs on the GPU: docs/patches/sglang-o-fp8-qdq.md)."""
+    tree = dsv4_tree("sglang")
+    p = run_sglang_unit_test(tree / IN_TREE_TEST, tree)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Ran 8 tests" in p.stderr and "OK (skipped=3)" in p.stderr, p.stderr[-2000:]
+
+
 # ---------------------------------------------------------------------- unpatched companions
 
 
-def test_unpatched_tree_fails(dsv4_tree, sglang_probe):
+def test_unpatched_tree_fails(dsv4_tree, sglang_probe, run_sglang_unit_test):
     """The same checks against the pinned tree must fail: there the switch is unknown, o reaches
-    wo_a unrounded, and the QDQ module does not exist."""
+    wo_a unrounded, the QDQ module does not exist, and the patch's own unit test fails."""
     res = sglang_probe(False, 32, False)
     assert not bool(res["has_switch"])
     with pytest.raises(AssertionError):
@@ -149,3 +160,7 @@ def test_unpatched_tree_fails(dsv4_tree, sglang_probe):
     _assert_equal_values(res["dspark"], roped, "unpatched DSparkAttention")
     with pytest.raises(AssertionError):
         check_new_file(dsv4_tree("sglang", patched=False))
+    base = dsv4_tree("sglang", patched=False)
+    assert not (base / IN_TREE_TEST).exists()
+    p = run_sglang_unit_test(dsv4_tree("sglang") / IN_TREE_TEST, base)
+    assert p.returncode != 0 and "o_fp8_qdq" in p.stderr, "the patch's unit test must fail on the pin"

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -82,8 +83,29 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
     return {False: base_venv, True: patched_venv}
 
 
+def pytest_only_path() -> Path:
+    """A folder holding only this interpreter's pytest and what it imports (links), for check scripts
+    that run a tree's own test file inside a venv that has no pytest. Put last on sys.path there."""
+    import importlib.util
+
+    dst = Path(tempfile.gettempdir()) / f"dsv4-pytest-only-{os.getuid()}"
+    if not (dst / "pytest").exists():
+        dst.mkdir(exist_ok=True)
+        for name in ("pytest", "_pytest", "pluggy", "iniconfig", "py"):
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.origin is None:
+                continue
+            src = Path(spec.origin)
+            src = src.parent if src.name == "__init__.py" else src
+            link = dst / src.name
+            if not link.exists():
+                link.symlink_to(src)
+    return dst
+
+
 def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "TRITON_"))}
+    env["DSV4_PYTEST_PATH"] = str(pytest_only_path())
     env.update({
         "PYTHONPATH": os.pathsep.join(str(p) for p in [ROOT, *pythonpath]),  # kernels/ oracles first
         "CUDA_VISIBLE_DEVICES": "",        # CPU; keeps vLLM's Triton import enabled for the interpreter

@@ -1,5 +1,5 @@
-"""vllm 2 (manual OCP E4M3 decode): the patched Triton sparse decode kernel run with
-TRITON_INTERPRET=1 on CPU, FP8 casts made to fail as on gfx936. Script: checks/e4m3_manual_decode.py."""
+"""vllm 2 (integer e4m3 decode on gfx936): the patched Triton kernels run with TRITON_INTERPRET=1 on
+CPU, FP8 casts made to fail as with the DTK Triton on gfx936. Script: checks/e4m3_manual_decode.py."""
 
 from _vllm_regress import assert_fails, assert_ok
 
@@ -7,25 +7,33 @@ CHECK = "e4m3_manual_decode"
 
 
 def test_manual_decode_all_256_codes(vllm_check):
-    """_e4m3fn_to_bf16_manual equals the float64 oracle and torch's float8_e4m3fn on all 256 codes
-    (NaN, signed zeros, subnormals), with every FP8 cast failing."""
+    """All 256 e4m3 codes through the decode kernel (one key, so out = K) equal the float64 oracle,
+    signed zeros and subnormals included, NaN codes masked to 0 as the kernel does."""
     assert_ok(vllm_check(CHECK), "manual_decode_all_256_codes")
 
 
 def test_decode_kernel_without_fp8_matches_reference(vllm_check):
-    """_sparse_attn_decode_ragged_kernel with MANUAL_E4M3 and no FP8 casts vs float64 attention
-    over the oracle, vs the patched torch reference, and bit-equal to the hardware-cast kernel."""
+    """_sparse_attn_decode_ragged_kernel without FP8 casts vs float64 attention over the oracle, vs
+    the patched torch reference, and bit-equal to the FP8-cast kernel (padded block stride)."""
     assert_ok(vllm_check(CHECK), "decode_kernel_without_fp8_matches_reference")
 
 
-def test_manual_decode_selected_without_fp8(vllm_check):
-    """The launchers pick the manual decode on gfx936 and keep the FP8 cast on gfx942/gfx950/gfx12."""
-    assert_ok(vllm_check(CHECK), "manual_decode_selected_without_fp8")
+def test_prefill_gather_without_fp8_matches_cast(vllm_check):
+    """dequantize_and_gather_k_cache_triton on gfx936 without FP8 casts equals the oracle bit for
+    bit, a token holding every byte value included."""
+    assert_ok(vllm_check(CHECK), "prefill_gather_without_fp8_matches_cast")
+
+
+def test_manual_decode_only_on_gfx936(vllm_check):
+    """The launcher asks for the integer decode on gfx936 only: gfx90a, gfx11 and gfx12 keep the
+    FP8 cast (upstream Triton lowers it there), gfx942/gfx950 take the split-K kernels."""
+    assert_ok(vllm_check(CHECK), "manual_decode_only_on_gfx936")
 
 
 def test_unpatched_tree_fails(vllm_check):
-    """The pristine kernel cannot run without FP8 conversion."""
+    """The pristine kernels cannot run without FP8 conversion, and no arch gets an integer decode."""
     res = vllm_check(CHECK, patched=False)
     assert_fails(res, "decode_kernel_without_fp8_matches_reference", "FP8 conversion is not supported")
-    assert_fails(res, "manual_decode_all_256_codes")
-    assert_fails(res, "manual_decode_selected_without_fp8")
+    assert_fails(res, "manual_decode_all_256_codes", "FP8 conversion is not supported")
+    assert_fails(res, "prefill_gather_without_fp8_matches_cast", "FP8 conversion is not supported")
+    assert_fails(res, "manual_decode_only_on_gfx936", "gfx936")

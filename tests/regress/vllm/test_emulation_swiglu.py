@@ -1,5 +1,5 @@
-"""vllm 3 (SwiGLU alpha/limit in the MXFP4 emulation MoE): the real
-OCP_MXQuantizationEmulationTritonExperts.activation vs the float64 oracle kernels/swiglu.
+"""vllm 3 (SwiGLU alpha/beta for the MXFP4 EMULATION MoE): the quant config Mxfp4MoEMethod builds
+and what the real OCP_MXQuantizationEmulationTritonExperts hand their SwiGLU kernel.
 Script: checks/emulation_swiglu.py."""
 
 from _vllm_regress import assert_fails, assert_ok
@@ -7,23 +7,24 @@ from _vllm_regress import assert_fails, assert_ok
 CHECK = "emulation_swiglu"
 
 
-def test_dsv4_config_matches_oracle(vllm_check):
-    """DeepSeek V4: alpha 1.0, limit 10.0, values beyond the limit included."""
-    assert_ok(vllm_check(CHECK), "dsv4_config_matches_oracle")
+def test_quant_config_forwards_alpha_and_beta(vllm_check):
+    """get_fused_moe_quant_config carries the layer's swiglu_alpha/beta/limit (None when absent)."""
+    assert_ok(vllm_check(CHECK), "quant_config_forwards_alpha_and_beta")
 
 
-def test_alpha_and_limit_match_oracle(vllm_check):
-    """A config with alpha 1.702 and limit 7.0: alpha applied after the gate clamp."""
-    assert_ok(vllm_check(CHECK), "alpha_and_limit_match_oracle")
+def test_experts_kernel_gets_alpha_and_beta(vllm_check):
+    """The emulation experts call silu_and_mul_with_clamp with limit 7.0, alpha 1.702, beta 1.0."""
+    assert_ok(vllm_check(CHECK), "experts_kernel_gets_alpha_and_beta")
 
 
-def test_no_alpha_no_limit_unchanged(vllm_check):
-    """A config with neither: the inherited TritonExperts activation runs, unchanged."""
-    assert_ok(vllm_check(CHECK), "no_alpha_no_limit_unchanged")
+def test_dsv4_silu_limit_matches_oracle(vllm_check):
+    """DeepSeek V4's SILU with limit 10 (and limit 0 = no clamp) vs the float64 oracle."""
+    assert_ok(vllm_check(CHECK), "dsv4_silu_limit_matches_oracle")
 
 
 def test_unpatched_tree_fails(vllm_check):
-    """Pristine 0.27.1 drops alpha. (DeepSeek V4's own values, alpha 1.0, already match there.)"""
+    """Pristine 0.27.1 drops alpha and beta; DeepSeek V4's own SILU path is right there already."""
     res = vllm_check(CHECK, patched=False)
-    assert_fails(res, "alpha_and_limit_match_oracle", "values off the oracle")
-    assert_ok(res, "dsv4_config_matches_oracle", "no_alpha_no_limit_unchanged")
+    assert_fails(res, "quant_config_forwards_alpha_and_beta", "(None, None, 7.0)")
+    assert_fails(res, "experts_kernel_gets_alpha_and_beta", "(7.0, 1.0, 0.0)")
+    assert_ok(res, "dsv4_silu_limit_matches_oracle")

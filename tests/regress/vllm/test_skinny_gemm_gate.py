@@ -7,7 +7,8 @@ CHECK = "skinny_gemm_gate"
 
 
 def test_decision_table(vllm_check):
-    """gfx90a/gfx942/gfx950/gfx1100: on unless set to 0; gfx936/gfx938: off unless set to 1."""
+    """Archs with compiled kernels: on unless set to 0. All others (gfx906/908/1030/936/938/1250),
+    also with on_gfx9() widened as DCU forks do: off, whatever the variable says."""
     assert_ok(vllm_check(CHECK), "decision_table")
 
 
@@ -16,11 +17,20 @@ def test_widened_gfx9_stays_off_on_dcu(vllm_check):
     assert_ok(vllm_check(CHECK), "widened_gfx9_stays_off_on_dcu")
 
 
-def test_explicit_value_logged_once(vllm_check):
-    assert_ok(vllm_check(CHECK), "explicit_value_logged_once")
+def test_ignored_value_logged_once(vllm_check):
+    """VLLM_ROCM_USE_SKINNY_GEMM=1 on gfx936: no stub dispatched, one warning that it is ignored."""
+    assert_ok(vllm_check(CHECK), "ignored_value_logged_once")
+
+
+def test_upstream_gemm_tests_pass(vllm_check):
+    """The tree's own tests/model_executor/layers/test_rocm_unquantized_gemm.py, as the patch
+    leaves it (upstream's dispatch tests and the new gate tests), pass on CPU."""
+    assert_ok(vllm_check(CHECK), "upstream_gemm_tests")
 
 
 def test_unpatched_tree_fails(vllm_check):
     res = vllm_check(CHECK, patched=False)
-    assert_fails(res, "decision_table", "gfx936")
+    assert_fails(res, "decision_table", "widened")
     assert_fails(res, "widened_gfx9_stays_off_on_dcu", "used by default")
+    assert_fails(res, "ignored_value_logged_once", "dispatched the stub")
+    assert_fails(res, "upstream_gemm_tests", "pytest exit")

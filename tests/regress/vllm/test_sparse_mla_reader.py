@@ -25,10 +25,22 @@ def test_validate_raises_on_nan(vllm_check):
     assert_ok(vllm_check(CHECK), "validate_raises_on_nan")
 
 
+def test_validate_checks_triton_output(vllm_check):
+    """With the Triton decode selected, validation compares its output with the reference: a
+    correct output passes untouched, one 3 % of max |K| off raises."""
+    assert_ok(vllm_check(CHECK), "validate_checks_triton_output")
+
+
 def test_validate_off_costs_nothing(vllm_check):
-    """Validation off: no finite checks run, the reference decode does not run in front of the
-    Triton path, and a NaN in the cache does not reach the output."""
+    """Validation off: the Triton output passes through, no host sync, a NaN in the cache raises
+    nothing."""
     assert_ok(vllm_check(CHECK), "validate_off_costs_nothing")
+
+
+def test_host_sync_decode_disables_cudagraphs(vllm_check):
+    """Torch decode or validation on: the DSV4 ROCm builders report no CUDA graph support, and a
+    decode asked to run during a capture raises a clear error."""
+    assert_ok(vllm_check(CHECK), "host_sync_decode_disables_cudagraphs", "decode_refuses_capture")
 
 
 def test_unpatched_tree_fails(vllm_check):
@@ -37,4 +49,6 @@ def test_unpatched_tree_fails(vllm_check):
     assert_fails(res, "reader_matches_oracle", "dequantize_fp8_ds_mla_torch")
     assert_fails(res, "decode_matches_reference_attention")
     assert_fails(res, "validate_raises_on_nan")
-    assert_fails(res, "validate_off_costs_nothing")
+    assert_fails(res, "validate_checks_triton_output", "let a Triton output")
+    assert_fails(res, "host_sync_decode_disables_cudagraphs", "NEVER")
+    assert_fails(res, "decode_refuses_capture")

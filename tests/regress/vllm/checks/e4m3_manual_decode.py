@@ -67,7 +67,10 @@ def _fp2fp(self, src, dst_type, rounding_mode):
 
 ti.InterpreterBuilder.create_bitcast, ti.InterpreterBuilder.create_fp_to_fp = _bitcast, _fp2fp
 
+import _fake_amdsmi  # noqa: E402
 import vllm.v1.attention.ops.rocm_aiter_mla_sparse as m  # noqa: E402
+from vllm.models.deepseek_v4.common.ops import cache_utils  # noqa: E402
+from vllm.platforms import current_platform  # noqa: E402
 from vllm.triton_utils import triton  # noqa: E402
 
 SEED = int.from_bytes(os.urandom(4), "little")
@@ -75,34 +78,15 @@ print("seed", SEED)
 gen = torch.Generator().manual_seed(SEED)
 
 
-_DEC = getattr(m, "_e4m3fn_to_bf16_manual", None)
-
-
-@triton.jit
-def _decode_256(x_ptr, o_ptr):
-    offs = tl.arange(0, 256)
-    tl.store(o_ptr + offs, _DEC(tl.load(x_ptr + offs)).to(tl.float32))
-
-
-@check
-def manual_decode_all_256_codes():
-    assert _DEC is not None, "rocm_aiter_mla_sparse has no _e4m3fn_to_bf16_manual"
-    k = _decode_256
-    codes = torch.arange(256, dtype=torch.uint8)
-    out = torch.empty(256, dtype=torch.float32)
-    FP8_BLOCKED["on"] = True
-    try:
-        k[(1,)](codes, out)
-    finally:
-        FP8_BLOCKED["on"] = False
-    got = out.double().numpy()
-    oracle = codecs.e4m3_decode(np.arange(256, dtype=np.uint8))
-    hw = codes.view(torch.float8_e4m3fn).double().numpy()
-    for name, want in (("float64 oracle", oracle), ("torch float8_e4m3fn", hw)):
-        same = (np.isnan(want) & np.isnan(got)) | ((want == got) & (np.signbit(want) == np.signbit(got)))
-        bad = np.flatnonzero(~same)
-        assert bad.size == 0, f"{bad.size} codes differ from the {name}, first {[hex(b) for b in bad[:5]]}"
-    assert np.isnan(got).sum() == 2 and np.isnan(got[0x7F]) and np.isnan(got[0xFF])
+def _codes_cache():
+    """One token whose NoPE holds all 256 e4m3 codes (then 192 zeros), scale bytes 127 (x1), in a
+    block with a padded stride."""
+    stride = 64 * 584 + 512
+    store = torch.zeros(stride, dtype=torch.uint8)
+    cache = store.as_strided((1, 64, 584), (stride, 584, 1))
+    store[:256] = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    store[64 * 576: 64 * 576 + 7] = 127
+    return store, cache
 
 
 def _cache(num_blocks=3, block_size=64, n=90):
@@ -142,6 +126,29 @@ def _run_kernel(store, cache, slots, indptr, q, sink, manual):
 
 
 @check
+def manual_decode_all_256_codes():
+    """Through the decode kernel with FP8 casts failing: one query, one slot, q = e_j picks K's
+    value j back out of the softmax (one key: p = 1, out = K)."""
+    store, cache = _codes_cache()
+    q = torch.zeros(1, 16, 512, dtype=torch.bfloat16)
+    FP8_BLOCKED["on"] = True
+    try:
+        out = _run_kernel(store, cache, torch.tensor([0]), torch.tensor([0, 1], dtype=torch.int32), q,
+                          torch.full((16,), -1e30), manual=True)
+    finally:
+        FP8_BLOCKED["on"] = False
+    got = out[0, 0, :256].double().numpy()
+    oracle = codecs.e4m3_decode(np.arange(256, dtype=np.uint8))
+    want = np.where(np.isnan(oracle), 0.0, oracle)  # the kernel replaces NaN K by 0
+    # The kernel accumulates P @ V from +0, so a -0 key comes out +0 (as with the FP8 cast): signs
+    # are compared for non-zero values; the signed-zero bits are the helper's own unit test.
+    same = (want == got) & ((np.signbit(want) == np.signbit(got)) | (want == 0))
+    same[[0x7F, 0xFF]] = got[[0x7F, 0xFF]] == 0.0
+    bad = np.flatnonzero(~same)
+    assert bad.size == 0, f"{bad.size} codes differ from the float64 oracle, first {[hex(b) for b in bad[:5]]}"
+
+
+@check
 def decode_kernel_without_fp8_matches_reference():
     store, cache, slots = _cache()
     b, h = 2, 16
@@ -163,20 +170,113 @@ def decode_kernel_without_fp8_matches_reference():
         tol = 2.0**-6 * want.abs().max().item()
         assert err <= tol, f"query {i}: kernel vs float64 reference max_abs {err} > {tol}"
     # the PyTorch reference decode of the same tree agrees, and the hardware cast gives the same bits
-    ref = m._rocm_sparse_attn_decode_torch(q, cache, [slots[:37], slots[37:90]], 0.05, sink)
+    ref, _ = m._rocm_sparse_attn_decode_torch(q, cache, [slots[:37], slots[37:90]], 0.05, sink)
     err = (out.double() - ref.double()).abs().max().item()
     assert err <= 2.0**-6 * ref.double().abs().max().item(), f"kernel vs torch reference max_abs {err}"
     hw = _run_kernel(store, cache, slots, indptr, q, sink, manual=False)
     assert torch.equal(out.view(torch.int16), hw.view(torch.int16)), "manual and hardware decode differ"
 
 
+class _Recorder:
+    """Stands in for a Triton kernel: kernel[grid](...) records the launch's constexprs."""
+
+    def __init__(self, launches, name):
+        self.launches, self.name = launches, name
+
+    def __getitem__(self, grid):
+        return lambda *a, **kw: self.launches.append((self.name, kw))
+
+
+def _launch_constexprs(arch: str) -> dict:
+    """The ragged kernel's keyword arguments as the launcher passes them on `arch` (meta tensors:
+    nothing runs). The module's arch flags are rebound from vllm.platforms.rocm reloaded for `arch`,
+    as its `from vllm.platforms.rocm import ...` does on ROCm (a reload of the module itself would
+    register its custom ops twice)."""
+    rocm = _fake_amdsmi.set_arch(arch)
+    names = ("_sparse_attn_decode_ragged_kernel", "_sparse_attn_decode_partial_kernel",
+             "_sparse_attn_decode_reduce_kernel", "_decode_cu_count",
+             *(n for n in ("_ON_GFX936", "_ON_GFX942", "_ON_GFX950") if hasattr(m, n)))
+    saved = {n: getattr(m, n) for n in names if hasattr(m, n)}
+    launches = []
+    try:
+        for n in ("_ON_GFX936", "_ON_GFX942", "_ON_GFX950"):
+            if n in saved:
+                setattr(m, n, getattr(rocm, n, False))
+        for n in names[:3]:
+            if n in saved:
+                setattr(m, n, _Recorder(launches, n))
+        m._decode_cu_count = lambda: 304  # the split heuristic asks the device otherwise
+        meta = torch.device("meta")
+        try:
+            _call_launcher(meta)
+        except NotImplementedError:  # a split-K path reading index values (v0.33.0): not ragged
+            pass
+    finally:
+        for n, v in saved.items():
+            setattr(m, n, v)
+    return {name: kw for name, kw in launches}
+
+
+def _call_launcher(meta):
+    m._rocm_sparse_attn_decode_ragged_triton(
+        q=torch.empty(2, 16, 512, dtype=torch.bfloat16, device=meta),
+        main_cache=torch.empty(3, 64, 584, dtype=torch.uint8, device=meta),
+        main_indices=torch.empty(8, dtype=torch.int32, device=meta),
+        main_indptr=torch.empty(3, dtype=torch.int32, device=meta),
+        scale=0.05, attn_sink=None, nope_head_dim=448, rope_head_dim=64)
+
+
 @check
-def manual_decode_selected_without_fp8():
-    assert m._lacks_fp8_conversion("gfx936")
-    assert m._lacks_fp8_conversion("gfx936:sramecc+:xnack-")
-    for arch in ("gfx942", "gfx942:sramecc+:xnack-", "gfx950", "gfx1200", "gfx1201"):
-        assert not m._lacks_fp8_conversion(arch), arch
-    assert not m._lacks_fp8_conversion("")  # not ROCm
+def manual_decode_only_on_gfx936():
+    got = {}
+    for arch in ("gfx936", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"):
+        launches = _launch_constexprs(arch)
+        ragged = launches.get("_sparse_attn_decode_ragged_kernel")
+        got[arch] = None if ragged is None else bool(ragged.get("MANUAL_E4M3", False))
+    # gfx942/gfx950 take the split-K kernels (FP8 conversion there); the others the ragged one.
+    want = {"gfx936": True, "gfx90a": False, "gfx942": None, "gfx950": None, "gfx1100": False,
+            "gfx1201": False}
+    assert got == want, f"integer e4m3 decode per arch (None: split-K path): got {got}, want {want}"
+
+
+@check
+def prefill_gather_without_fp8_matches_cast():
+    """dequantize_and_gather_k_cache on gfx936 with FP8 casts failing equals the oracle."""
+    stride = 16 * 584 + 320
+    num_blocks = 4
+    store = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen)
+    cache = store.as_strided((num_blocks, 16, 584), (stride, 584, 1))
+    slots = torch.arange(num_blocks * 16)
+    kv = torch.randn(slots.numel(), 512, generator=gen)
+    naive.encode(cache, slots, kv, block_size=16)
+    raw = store.view(num_blocks, stride)
+    raw[2, 5 * 576: 5 * 576 + 256] = torch.arange(256, dtype=torch.int32).to(torch.uint8)  # all codes
+    seq_lens = torch.tensor([37, 20], dtype=torch.int32)
+    block_table = torch.tensor([[3, 0, 2, 1], [2, 1, 0, 3]], dtype=torch.int32)
+    out = torch.zeros(2, 40, 512, dtype=torch.bfloat16)
+    _fake_amdsmi.set_arch("gfx936")
+    orig_is_rocm, orig_cutedsl = type(current_platform).is_rocm, cache_utils.has_cutedsl
+    type(current_platform).is_rocm = lambda self: True
+    cache_utils.has_cutedsl = lambda: False  # the Triton gather, as on ROCm
+    FP8_BLOCKED["on"] = True
+    try:
+        # the interpreter copies tensor arguments: hand it the whole storage (block stride kept)
+        cache_utils.dequantize_and_gather_k_cache(
+            out, store.as_strided((num_blocks, 16, 584), (stride, 584, 1)), seq_lens, None, block_table,
+            16, offset=0)
+    finally:
+        FP8_BLOCKED["on"] = False
+        type(current_platform).is_rocm, cache_utils.has_cutedsl = orig_is_rocm, orig_cutedsl
+    for r in range(2):
+        n = int(seq_lens[r])
+        pos = torch.arange(n)
+        rows = block_table[r, pos // 16].long() * 16 + pos % 16
+        want = naive.dequantize(cache, rows, block_size=16).bfloat16()
+        got = out[r, :n]
+        assert torch.equal(got.isnan(), want.isnan()), f"request {r}: NaN positions differ"
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()), (
+            f"request {r}: gather differs from the oracle, max_abs "
+            f"{(got.float() - want.float()).nan_to_num().abs().max().item()}")
 
 
 report()

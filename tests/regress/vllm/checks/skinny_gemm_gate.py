@@ -1,33 +1,22 @@
 """vllm 4: the skinny-GEMM gate's decisions, with the real vllm.platforms.rocm and
-rocm_unquantized_gemm_impl; the GCN arch comes from a stand-in amdsmi, the skinny ops are recorders."""
+rocm_unquantized_gemm_impl; the GCN arch comes from a stand-in amdsmi, the skinny ops are recorders.
+Also runs the patched tree's tests/model_executor/layers/test_rocm_unquantized_gemm.py in this venv."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
 import sys
-import types
+from pathlib import Path
 
 import torch
 
+import _fake_amdsmi
 from _harness import check, report
 
-ARCH = {"name": "gfx942"}
-fake = types.ModuleType("amdsmi")
-fake.AmdSmiException = type("AmdSmiException", (Exception,), {})
-fake.AmdSmiMemoryType = types.SimpleNamespace(VRAM=0)
-fake.amdsmi_init = lambda *a, **k: None
-fake.amdsmi_shut_down = lambda *a, **k: None
-fake.amdsmi_get_processor_handles = lambda: [object()]
-fake.amdsmi_get_gpu_asic_info = lambda h: {"target_graphics_version": ARCH["name"]}
-for _n in ("amdsmi_get_gpu_device_uuid", "amdsmi_get_gpu_memory_total", "amdsmi_topo_get_link_type",
-           "amdsmi_topo_get_numa_node_number"):
-    setattr(fake, _n, lambda *a, **k: None)
-sys.modules["amdsmi"] = fake
+_fake_amdsmi.install()  # before vLLM resolves its platform: these checks run as ROCm
 
-import vllm.platforms.rocm as rocm  # noqa: E402
 import vllm.model_executor.layers.utils as U  # noqa: E402
 
 CALLS: list[str] = []
@@ -51,17 +40,19 @@ class RecordingOps:
 U.ops = RecordingOps()
 U.num_compute_units = lambda: 304
 
-ARCHS = ("gfx90a", "gfx942", "gfx950", "gfx936", "gfx938", "gfx1100")
-EXPECTED = {  # arch -> (unset, "0", "1")
+# arch -> skinny GEMM used for VLLM_ROCM_USE_SKINNY_GEMM (unset, "0", "1"). The kernels are compiled
+# for gfx90a/gfx942/gfx950 and gfx11/gfx12 but gfx1250 (csrc/rocm/skinny_gemms.cu); elsewhere they
+# are stubs that assert on the device, whatever the variable says.
+EXPECTED = {
     "gfx90a": (True, False, True), "gfx942": (True, False, True), "gfx950": (True, False, True),
-    "gfx1100": (True, False, True),
-    "gfx936": (False, False, True), "gfx938": (False, False, True),
+    "gfx1100": (True, False, True), "gfx1201": (True, False, True),
+    "gfx906": (False, False, False), "gfx908": (False, False, False), "gfx1030": (False, False, False),
+    "gfx936": (False, False, False), "gfx938": (False, False, False), "gfx1250": (False, False, False),
 }
 
 
 def set_arch(arch: str, widen_gfx9: bool = False) -> None:
-    ARCH["name"] = arch
-    importlib.reload(rocm)
+    rocm = _fake_amdsmi.set_arch(arch)
     if widen_gfx9:  # what DCU forks do: on_gfx9() also for gfx936/gfx938
         rocm._ON_GFX9 = True
 
@@ -79,7 +70,7 @@ def skinny_used(env: str | None) -> bool:
 
 
 @check
-def explicit_value_logged_once():
+def ignored_value_logged_once():
     records = []
 
     class H(logging.Handler):
@@ -87,20 +78,25 @@ def explicit_value_logged_once():
             records.append(r.getMessage())
 
     logging.getLogger("vllm").addHandler(H())
-    set_arch("gfx936")  # first: the log is once per process
-    for _ in range(3):
-        assert skinny_used("1")
+    set_arch("gfx936", widen_gfx9=True)  # first: the log is once per process
+    used = [skinny_used("1") for _ in range(3)]
+    assert not any(used), "VLLM_ROCM_USE_SKINNY_GEMM=1 dispatched the stub kernels on gfx936"
     hits = [r for r in records if "VLLM_ROCM_USE_SKINNY_GEMM" in r]
-    assert len(hits) == 1, hits
+    assert len(hits) == 1 and "ignored" in hits[0], hits
 
 
 @check
 def decision_table():
-    got = {}
-    for arch in ARCHS:
-        set_arch(arch)
-        got[arch] = tuple(skinny_used(env) for env in (None, "0", "1"))
-    wrong = {a: (got[a], EXPECTED[a]) for a in ARCHS if got[a] != EXPECTED[a]}
+    got, wrong = {}, {}
+    for widen in (False, True):
+        for arch, want in EXPECTED.items():
+            if widen and arch not in ("gfx936", "gfx938"):
+                continue
+            set_arch(arch, widen_gfx9=widen)
+            key = arch + (" (on_gfx9 widened)" if widen else "")
+            got[key] = tuple(skinny_used(env) for env in (None, "0", "1"))
+            if got[key] != want:
+                wrong[key] = (got[key], want)
     assert not wrong, "arch: (got, expected) for (unset, 0, 1): " + json.dumps(wrong)
 
 
@@ -110,6 +106,25 @@ def widened_gfx9_stays_off_on_dcu():
         set_arch(arch, widen_gfx9=True)
         assert not skinny_used(None), f"{arch} with on_gfx9() widened: skinny GEMM used by default"
         assert not skinny_used("0"), f"{arch}: skinny GEMM used with VLLM_ROCM_USE_SKINNY_GEMM=0"
+
+
+@check
+def upstream_gemm_tests():
+    """The patched tree's test_rocm_unquantized_gemm.py (upstream's tests as the patch leaves them,
+    plus the ones it adds), run here with pytest; pytest comes from the runner's environment."""
+    tree = Path(os.environ["DSV4_TREE_VLLM"])
+    pytest_path = os.environ.get("DSV4_PYTEST_PATH")
+    if pytest_path:
+        sys.path.append(pytest_path)
+    import pytest
+
+    set_arch("gfx942")
+    U.ops = __import__("vllm._custom_ops", fromlist=["ops"])  # the tests put their own mocks in
+    test = tree / "tests" / "model_executor" / "layers" / "test_rocm_unquantized_gemm.py"
+    # *_real_kernel tests (v0.33.0) run the compiled ops on a ROCm GPU: not on this CPU.
+    rc = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "--noconftest", "--rootdir",
+                      str(test.parent), "-W", "ignore::DeprecationWarning", "-k", "not real_kernel"])
+    assert rc == 0, f"pytest exit {rc} on {test.relative_to(tree)}"
 
 
 report()

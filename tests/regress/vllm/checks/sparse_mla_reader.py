@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import types
 
 import torch
 
@@ -175,40 +176,134 @@ def validate_raises_on_nan():
         os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
 
 
+def _triton_standin(result):
+    """Stands in for the Triton decode (CPU): returns `result(q)`, counts its calls."""
+    calls = []
+
+    def fake(q, **kw):
+        calls.append(1)
+        return result(q)
+
+    return fake, calls
+
+
+@check
+def validate_checks_triton_output():
+    """Triton decode selected, VALIDATE=1: an output equal to float64 attention passes, one that is
+    off by 3 % of the largest |K| in one element raises."""
+    swa, swa_slots, _ = make_cache(3, 64, 120)
+    b, h = 2, 16
+    q = (torch.randn(b, h, 512, generator=gen) * 0.5).bfloat16()
+    per_q = [swa_slots[:80], swa_slots[80:120]]
+    k_rows = [naive.dequantize(swa, s) for s in per_q]
+    want = ref_attention(q, k_rows, 0.05, None).bfloat16()
+    kmax = max(float(k.abs().max()) for k in k_rows)
+    wrong = want.clone()
+    wrong[1, 3, 100] += 0.03 * kmax
+    orig = m._rocm_sparse_attn_decode_triton
+    os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "0"
+    os.environ["VLLM_ROCM_SPARSE_MLA_VALIDATE"] = "1"
+    try:
+        m._rocm_sparse_attn_decode_triton, _ = _triton_standin(lambda q: want.clone())
+        out = decode(q, swa, per_q)
+        assert torch.equal(out, want), "validation changed a correct Triton output"
+        m._rocm_sparse_attn_decode_triton, _ = _triton_standin(lambda q: wrong.clone())
+        try:
+            decode(q, swa, per_q)
+        except RuntimeError as e:
+            assert "query 1" in str(e) and "reference" in str(e), f"raised for another reason: {e}"
+        else:
+            raise AssertionError("VALIDATE=1 let a Triton output 3 % of max |K| off the reference pass")
+    finally:
+        m._rocm_sparse_attn_decode_triton = orig
+        os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
+
+
 @check
 def validate_off_costs_nothing():
+    """Validation off, Triton selected: the Triton output is passed through as it is, no host
+    sync happens (no .tolist(), no bool() of a tensor), a NaN in the cache raises nothing."""
     os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
-    calls = {"check": 0, "ref": 0, "triton": 0}
-    orig_check, orig_ref = m._check_finite, m._rocm_sparse_attn_decode_torch
-
-    def spy_check(*a, **k):
-        calls["check"] += 1
-        return orig_check(*a, **k)
-
-    def spy_ref(*a, **k):
-        calls["ref"] += 1
-        return orig_ref(*a, **k)
-
-    def fake_triton(q, **k):
-        calls["triton"] += 1
-        return torch.zeros(q.shape, dtype=torch.bfloat16)
-
-    m._check_finite, m._rocm_sparse_attn_decode_torch = spy_check, spy_ref
+    os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "0"
+    swa, slots = _nan_cache("nope")
+    q = torch.randn(1, 16, 512, generator=gen).bfloat16()
+    sentinel = torch.full((1, 16, 512), 0.375, dtype=torch.bfloat16)
     orig_triton = m._rocm_sparse_attn_decode_triton
-    m._rocm_sparse_attn_decode_triton = fake_triton
+    syncs = []
+    orig_tolist, orig_bool = torch.Tensor.tolist, torch.Tensor.__bool__
+
+    def tolist(self):
+        syncs.append("tolist")
+        return orig_tolist(self)
+
+    def as_bool(self):
+        syncs.append("bool")
+        return orig_bool(self)
+
+    m._rocm_sparse_attn_decode_triton, calls = _triton_standin(lambda q: sentinel.clone())
     try:
-        swa, slots = _nan_cache("nope")
-        q = torch.randn(1, 16, 512, generator=gen).bfloat16()
-        os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "1"
+        torch.Tensor.tolist, torch.Tensor.__bool__ = tolist, as_bool
         out = decode(q, swa, [slots])
-        assert not torch.isnan(out.float()).any(), "NaN reached the decode output"
-        assert calls["check"] == 0, f"finite checks ran with validation off ({calls['check']})"
-        os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "0"
-        decode(q, swa, [slots])
-        assert calls["triton"] == 1 and calls["ref"] == 1, calls  # reference ran only when selected
     finally:
-        m._check_finite, m._rocm_sparse_attn_decode_torch = orig_check, orig_ref
+        torch.Tensor.tolist, torch.Tensor.__bool__ = orig_tolist, orig_bool
         m._rocm_sparse_attn_decode_triton = orig_triton
+    assert len(calls) == 1, "the Triton decode did not run"
+    assert torch.equal(out, sentinel), "the output is not the Triton decode's"
+    assert not syncs, f"host syncs with validation off: {syncs}"
+
+
+NO_SPEC = types.SimpleNamespace(speculative_config=None)  # a vllm_config without speculative decoding
+
+
+def _builders():
+    # vllm.models.deepseek_v4.amd.rocm may import vllm.platforms.rocm (v0.33.0 does), which needs an
+    # amdsmi; the platform was resolved (CPU) when this script imported the module under test.
+    import _fake_amdsmi
+
+    _fake_amdsmi.install()
+    import vllm.models.deepseek_v4.amd.rocm as dsv4_rocm
+
+    return (dsv4_rocm.DeepseekV4ROCMAiterMLASparseMetadataBuilder,
+            dsv4_rocm.DeepseekV4ROCMAiterSparseSWAMetadataBuilder)
+
+
+@check
+def host_sync_decode_disables_cudagraphs():
+    """With the torch decode or validation on, both DSV4 ROCm metadata builders report no CUDA
+    graph support (vLLM then runs that attention without full graphs); without, UNIFORM_BATCH."""
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    for env in ("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", "VLLM_ROCM_SPARSE_MLA_VALIDATE"):
+        os.environ.pop("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", None)
+        os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
+        got = [b.get_cudagraph_support(NO_SPEC, None) for b in _builders()]
+        assert got == [AttentionCGSupport.UNIFORM_BATCH] * 2, f"switches off: {got}"
+        os.environ[env] = "1"
+        try:
+            got = [b.get_cudagraph_support(NO_SPEC, None) for b in _builders()]
+        finally:
+            os.environ.pop(env, None)
+        assert got == [AttentionCGSupport.NEVER] * 2, f"{env}=1: {got}"
+
+
+@check
+def decode_refuses_capture():
+    """Asked to run during a CUDA graph capture, the host-syncing decode raises a clear error
+    (simulated capture on CPU; the GPU test captures for real)."""
+    swa, swa_slots, _ = make_cache(2, 64, 40)
+    q = torch.randn(1, 16, 512, generator=gen).bfloat16()
+    orig = torch.cuda.is_current_stream_capturing, torch.cuda.is_available
+    torch.cuda.is_current_stream_capturing = torch.cuda.is_available = lambda: True
+    os.environ["VLLM_ROCM_SPARSE_MLA_TORCH_DECODE"] = "1"
+    try:
+        decode(q, swa, [swa_slots])
+    except RuntimeError as e:
+        assert "CUDA graph" in str(e), f"raised for another reason: {e}"
+    else:
+        raise AssertionError("the torch decode ran during a (simulated) CUDA graph capture")
+    finally:
+        torch.cuda.is_current_stream_capturing, torch.cuda.is_available = orig
+        os.environ.pop("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", None)
 
 
 report()

@@ -1,5 +1,5 @@
 """Fixtures for the vLLM v0.33.0 variants of the regression tests (the stack refreshed by
-`dsv4-patch bump vllm 0.33.0 --into patches/vllm/bumps/v0.33.0`).
+`patches/vllm/releases/v0.33.0`).
 
 Same scheme as ../conftest.py (overlay venvs, one check script per patch, run once per session),
 with three differences:
@@ -52,8 +52,11 @@ def _make_base_venv(venv: Path) -> None:
 
     def install(tmp: Path) -> None:
         (tmp / ".dsv4-build.json").unlink(missing_ok=True)  # a hard link: unlink, never rewrite
+        # humming-kernels: vLLM 0.33.0 pins 0.1.19 (requirements/cuda.txt) and imports it at module
+        # level (quantization/utils/humming); the v0.27.1 venv has 0.1.10. Pure Python, no deps.
         subprocess.run([str(venv_python(tmp)), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                        "--no-deps", f"{PACKAGE}=={VERSION}"], check=True, capture_output=True, text=True)
+                        "--no-deps", f"{PACKAGE}=={VERSION}", "humming-kernels==0.1.19"], check=True,
+                       capture_output=True, text=True)
 
     hardlink_clone(old, venv, prepare=install)
 

@@ -1,7 +1,7 @@
 """vllm 2 at v0.33.0: ../../checks/e4m3_manual_decode.py unchanged (imported: its sub-checks run
 first, same TRITON_INTERPRET=1 setup, FP8 casts made to fail as on gfx936), plus two sub-checks for
 what v0.33.0 changed around the kernel: the launcher's non-gfx942/gfx950 branch (gfx936's path)
-must pass MANUAL_E4M3, and must hand back inverse-RoPE'd rows when given positions, because
+runs without FP8 casts on gfx936, and hands back inverse-RoPE'd rows when given positions, because
 rocm_sparse_attn_decode reports every row as rotated then."""
 
 from __future__ import annotations
@@ -64,17 +64,17 @@ def _inverse_rope(o, pos, cos_sin):
 @check
 def fallback_launcher_without_fp8():
     assert not (m._ON_GFX942 or m._ON_GFX950)  # the launcher's branch for every other arch
-    assert hasattr(m, "_MANUAL_E4M3_DECODE"), "no _MANUAL_E4M3_DECODE in rocm_aiter_mla_sparse"
+    assert hasattr(m, "_ON_GFX936"), "rocm_aiter_mla_sparse does not tell gfx936 apart"
     cache, slots, indptr, q, sink, _, _ = _inputs()
     hw = _run(cache, slots, indptr, q, sink)
-    saved = m._MANUAL_E4M3_DECODE
-    m._MANUAL_E4M3_DECODE = True  # what _lacks_fp8_conversion gives on gfx936
+    saved = m._ON_GFX936
+    m._ON_GFX936 = True  # what vllm.platforms.rocm gives on gfx936
     FP8_BLOCKED["on"] = True
     try:
         out = _run(cache, slots, indptr, q, sink)
     finally:
         FP8_BLOCKED["on"] = False
-        m._MANUAL_E4M3_DECODE = saved
+        m._ON_GFX936 = saved
     assert torch.equal(out.view(torch.int16), hw.view(torch.int16)), "manual and hardware decode differ"
 
 

@@ -1,0 +1,108 @@
+"""The patched vLLM sparse MLA decode kernel (the ragged kernel gfx936 runs) with the integer e4m3
+decode against the same kernel with the hardware e4m3 conversion, in one run on one GPU.
+
+Both variants run the tree's own _rocm_sparse_attn_decode_ragged_triton (imported through
+tests/regress/vllm/_standalone_sparse_mla.py), differing only in the MANUAL_E4M3 constexpr; N is
+the number of (query, key) pairs attended in one decode call (queries x 2048 keys, 64 heads), on a
+cache with a padded block stride. Prints a table and the ratio manual / hardware (target: <= 1.03
+at N >= 65,536) and writes it as JSON with --json.
+
+    python benchmarks/bench_vllm_sparse_mla_e4m3.py --tree build/vllm [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regress" / "vllm")]
+
+from _standalone_sparse_mla import load  # noqa: E402
+
+KEYS_PER_QUERY = 2048
+HEADS = 64
+SIZES = (16_384, 65_536, 131_072, 262_144)
+
+
+def bench(fn, reps: int) -> float:
+    """Median of `reps` timings (µs) of fn, CUDA events, after a warm-up."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def case(mla, n: int, reps: int, gen: torch.Generator) -> dict:
+    queries = n // KEYS_PER_QUERY
+    block_size, pad = 64, 1664
+    num_blocks = max(1, n // block_size)
+    stride = block_size * 584 + pad
+    store = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen).cuda()
+    raw = store.view(num_blocks, stride)
+    raw[:, block_size * 576: block_size * 584] = 120  # finite scales (2^-7)
+    cache = store.as_strided((num_blocks, block_size, 584), (stride, 584, 1))
+    rows = num_blocks * block_size
+    indices = torch.randint(0, rows, (queries * KEYS_PER_QUERY,), generator=gen, dtype=torch.int32).cuda()
+    indptr = (torch.arange(queries + 1, dtype=torch.int32) * KEYS_PER_QUERY).cuda()
+    q = (torch.randn(queries, HEADS, 512, generator=gen) * 0.1).bfloat16().cuda()
+    sink = torch.zeros(HEADS).cuda()
+
+    def run(manual: bool):
+        mla._ON_GFX936 = manual
+        return mla._rocm_sparse_attn_decode_ragged_triton(
+            q=q, main_cache=cache, main_indices=indices, main_indptr=indptr, scale=0.05, attn_sink=sink,
+            nope_head_dim=448, rope_head_dim=64)
+
+    same = torch.equal(torch.nan_to_num(run(True)), torch.nan_to_num(run(False)))
+    # interleave the variants so clock and thermal drift hit both alike
+    manual, hardware = [], []
+    for _ in range(7):
+        manual.append(bench(lambda: run(True), reps))
+        hardware.append(bench(lambda: run(False), reps))
+    mla._ON_GFX936 = False
+    m, h = statistics.median(manual), statistics.median(hardware)
+    return {"N": n, "queries": queries, "heads": HEADS, "manual_us": round(m, 2), "hardware_us": round(h, 2),
+            "ratio": round(m / h, 4), "bit_equal": same}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tree", type=Path, required=True, help="the patched vLLM tree (dsv4-patch apply vllm)")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    mla = load(args.tree)
+    gen = torch.Generator().manual_seed(0)
+    rows = [case(mla, n, args.reps, gen) for n in SIZES]
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}")
+    print(f"{'N':>8} {'queries':>7} {'manual µs':>10} {'hardware µs':>12} {'manual/hw':>9} {'bit-equal':>9}")
+    for r in rows:
+        print(f"{r['N']:>8} {r['queries']:>7} {r['manual_us']:>10.1f} {r['hardware_us']:>12.1f} "
+              f"{r['ratio']:>9.3f} {str(r['bit_equal']):>9}")
+    if args.json:
+        import triton
+
+        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                         "triton": triton.__version__, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+"""Mutation check of kernels/: apply one-line operator/constant mutations to a copy, run the kernel
+tests against each mutant, print the kill rate and list the survivors.
+
+Why a script of our own: the maintained tools do not fit this code. mutmut 3 runs mutants through
+trampolines that wrap each function, which `@triton.jit` cannot compile (it parses the function's own
+source); cosmic-ray rewrites files in place (fine for Triton) but pays a full interpreter start per
+mutant (torch + triton imports, ~4 s here) and generates every operator for every operator site, which
+multiplies the run by about six on a shared 2-core machine. This script mutates the AST of a copy,
+writes the mutant as source (so `triton.jit` and the Triton interpreter see real source), and runs
+pytest in a child forked from a parent that has already imported torch, numpy, triton and pytest.
+
+Not part of `.ci/run` (minutes, not seconds). Usage:
+
+    python benchmarks/mutate_kernels.py                    # every target, CPU tests (not `gpu`)
+    python benchmarks/mutate_kernels.py --target codecs    # one target (see TARGETS)
+    python benchmarks/mutate_kernels.py --list             # the mutants, not run
+    python benchmarks/mutate_kernels.py --json out.json    # also write every mutant's result
+
+A mutant is killed when a test fails (or errors, or times out); the first failing test is its killer.
+Survivors are listed with file:line and the mutation; docs/kernels/mutation-report.md says which of
+them are equivalent and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# target name -> (file, test files, tests to run first for mutants inside @triton.jit functions)
+TARGETS: dict[str, tuple[str, list[str], str]] = {
+    "codecs": ("kernels/codecs.py", ["tests/kernels/test_codecs.py", "tests/kernels/test_nvfp4.py",
+                                     "tests/kernels/test_fp8_ds_mla.py"], ""),
+    "qdq-oracle": ("kernels/o_fp8_qdq/naive.py", ["tests/kernels/test_o_fp8_qdq_kernel.py"], ""),
+    "qdq-eager": ("kernels/o_fp8_qdq/torch_qdq.py", ["tests/kernels/test_o_fp8_qdq_kernel.py"], ""),
+    "qdq-sglang": ("kernels/o_fp8_qdq/sglang_o_fp8_qdq.py", ["tests/kernels/test_o_fp8_qdq_kernel.py"],
+                   "interpreter"),  # -k: the tests whose names say they run the interpreter
+    "fp8_ds_mla": ("kernels/fp8_ds_mla/naive.py", ["tests/kernels/test_fp8_ds_mla.py",
+                                                   "tests/kernels/test_e4m3_decode.py"], ""),
+    "fp8_ds_mla-layout": ("kernels/fp8_ds_mla/layout.py", ["tests/kernels/test_fp8_ds_mla.py",
+                                                          "tests/kernels/test_e4m3_decode.py"], ""),
+    "e4m3-decode": ("kernels/e4m3_decode/triton_decode.py", ["tests/kernels/test_e4m3_decode.py"],
+                    "interpreter"),
+    "e4m3-decode-ref": ("kernels/e4m3_decode/naive.py", ["tests/kernels/test_e4m3_decode.py"], ""),
+    "nvfp4": ("kernels/nvfp4/naive.py", ["tests/kernels/test_nvfp4.py"], ""),
+}
+# Functions left alone: a deliberately wrong reader kept so a test can show the oracle catches it, and
+# nvfp4's TMEM coordinate helpers (layout arithmetic of the DeepGEMM patch, not a codec).
+SKIP_FUNCTIONS = {"wrong_contiguous_reader", "tmem_4x_coords", "tmem_1x_num_cols", "tmem_4x_num_cols"}
+
+BINOP_SWAP = {ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div], ast.Div: [ast.Mult],
+              ast.FloorDiv: [ast.Mult], ast.Mod: [ast.FloorDiv], ast.Pow: [ast.Mult],
+              ast.LShift: [ast.RShift], ast.RShift: [ast.LShift], ast.BitAnd: [ast.BitOr],
+              ast.BitOr: [ast.BitAnd], ast.BitXor: [ast.BitOr]}
+CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+            ast.NotEq: ast.Eq}
+NAME_SWAP = {"maximum": "minimum", "minimum": "maximum", "max": "min", "min": "max", "floor": "ceil",
+             "ceil": "floor", "clamp_min": "clamp_max", "amax": "amin"}
+
+
+@dataclass
+class Mutant:
+    target: str
+    index: int
+    line: int
+    what: str
+    in_jit: bool
+    outcome: str = ""
+    killer: str = ""
+    seconds: float = 0.0
+
+
+class _Sites(ast.NodeTransformer):
+    """Walks a module; numbers every mutation site; with `apply=k` rewrites the k-th one."""
+
+    def __init__(self, apply: int | None = None):
+        self.apply = apply
+        self.sites: list[tuple[int, str, bool]] = []
+        self._jit = 0
+        self._skip = 0
+        self._docstring_ids: set[int] = set()
+
+    def _site(self, node, what: str) -> bool:
+        if self._skip:
+            return False
+        self.sites.append((node.lineno, what, self._jit > 0))
+        return self.apply == len(self.sites) - 1
+
+    def visit_FunctionDef(self, node):
+        jit = any("jit" in ast.unparse(d) for d in node.decorator_list)
+        skip = node.name in SKIP_FUNCTIONS
+        self._jit += jit
+        self._skip += skip
+        if node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            self._docstring_ids.add(id(node.body[0].value))
+        node.body = [self.visit(n) for n in node.body]
+        node.decorator_list = [d for d in node.decorator_list]  # decorators are not mutated
+        self._jit -= jit
+        self._skip -= skip
+        return node
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        for new in BINOP_SWAP.get(type(node.op), []):
+            if self._site(node, f"{_op(node.op)} -> {_op(new())} in `{_short(node)}`"):
+                node.op = new()
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        for i, op in enumerate(node.ops):
+            new = CMP_SWAP.get(type(op))
+            if new and self._site(node, f"{_op(op)} -> {_op(new())} in `{_short(node)}`"):
+                node.ops[i] = new()
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        if self._site(node, f"{_op(node.op)} -> {'or' if isinstance(node.op, ast.And) else 'and'} in "
+                            f"`{_short(node)}`"):
+            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, (ast.Not, ast.USub, ast.Invert)) and not isinstance(node.operand, ast.Constant):
+            if self._site(node, f"drop `{_op(node.op)}` in `{_short(node)}`"):
+                return node.operand
+        return node
+
+    def visit_Constant(self, node):
+        v = node.value
+        if id(node) in self._docstring_ids or isinstance(v, bool) or not isinstance(v, (int, float)):
+            return node
+        if isinstance(v, int):  # one step up: an off-by-one in either direction dies the same way
+            if self._site(node, f"constant {v} -> {v + 1}"):
+                return ast.copy_location(ast.Constant(v + 1), node)
+        else:
+            new = v * 2 if v else 1.0
+            if self._site(node, f"constant {v!r} -> {new!r}"):
+                return ast.copy_location(ast.Constant(new), node)
+        return node
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        new = NAME_SWAP.get(node.attr)
+        if new and self._site(node, f".{node.attr} -> .{new}"):
+            node.attr = new
+        return node
+
+    def visit_Name(self, node):
+        new = NAME_SWAP.get(node.id) if node.id in ("max", "min") else None
+        if new and isinstance(node.ctx, ast.Load) and self._site(node, f"{node.id}() -> {new}()"):
+            node.id = new
+        return node
+
+    def visit_Raise(self, node):
+        return node  # the message of a raise is not behaviour under test; its guard is (visit_If)
+
+    def visit_Assert(self, node):
+        node.test = self.visit(node.test)
+        return node
+
+    def visit_If(self, node):
+        # a guard whose body raises: drop the guard (the check is never made)
+        raises = any(isinstance(n, ast.Raise) for n in node.body)
+        node.test = self.visit(node.test)
+        if raises and self._site(node, f"drop the check `if {_short(node.test)}: raise ...`"):
+            node.test = ast.copy_location(ast.Constant(False), node.test)
+        node.body = [self.visit(n) for n in node.body]
+        node.orelse = [self.visit(n) for n in node.orelse]
+        return node
+
+
+def _op(op) -> str:
+    return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+            ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
+            ast.BitXor: "^", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+            ast.NotEq: "!=", ast.And: "and", ast.Or: "or", ast.Not: "not", ast.USub: "-",
+            ast.Invert: "~"}[type(op)]
+
+
+def _short(node) -> str:
+    s = ast.unparse(node)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def enumerate_mutants(target: str) -> list[Mutant]:
+    path = ROOT / TARGETS[target][0]
+    v = _Sites()
+    v.visit(ast.parse(path.read_text()))
+    return [Mutant(target, i, line, what, jit) for i, (line, what, jit) in enumerate(v.sites)]
+
+
+def mutant_source(target: str, index: int) -> str:
+    tree = ast.parse((ROOT / TARGETS[target][0]).read_text())
+    v = _Sites(apply=index)
+    tree = ast.fix_missing_locations(v.visit(tree))
+    return ast.unparse(tree) + "\n"
+
+
+def make_sandbox(targets: list[str]) -> Path:
+    """A copy of what the kernel tests need (kernels/, tests/kernels/, tests/conftest.py, the pytest
+    configuration); mutants are written into it, never into the repository. The target files are
+    written as ast.unparse gives them (the same rewrite as every mutant, minus the mutation), so the
+    baseline run checks that the rewrite alone changes nothing."""
+    box = Path(tempfile.mkdtemp(prefix="dsv4-mutants-"))
+    shutil.copytree(ROOT / "kernels", box / "kernels", ignore=shutil.ignore_patterns("__pycache__", "results"))
+    (box / "tests").mkdir()
+    shutil.copytree(ROOT / "tests" / "kernels", box / "tests" / "kernels",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "tests" / "conftest.py", box / "tests" / "conftest.py")
+    (box / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\nmarkers =\n    gpu: gpu\n"
+                                    "    network: network\n    slow: slow\n    sm100: sm100\n")
+    for t in targets:
+        rel = TARGETS[t][0]
+        (box / rel).write_text(ast.unparse(ast.parse((ROOT / rel).read_text())) + "\n")
+    return box
+
+
+def run_all(mutants: list[Mutant], workers: int, marker: str, timeout: float,
+            stop_at: float | None = None) -> list[Mutant]:
+    """Run the mutants on `workers` forked workers, each with its own sandbox; results in order."""
+    targets = sorted({m.target for m in mutants})
+    shares = [mutants[i::workers] for i in range(workers)]
+    outdir = Path(tempfile.mkdtemp(prefix="dsv4-mutants-results-"))
+    pids = []
+    for w, share in enumerate(shares):
+        pid = os.fork()
+        if pid == 0:
+            box = make_sandbox(targets)
+            try:
+                for m in share:
+                    if stop_at is not None and time.monotonic() > stop_at:
+                        m.outcome, m.killer = "not run", "budget spent"
+                        continue
+                    run_mutant(box, m, marker, timeout)
+                    mark = "." if m.outcome == "killed" else "S"
+                    print(f"{mark} {m.target}:{m.index} {TARGETS[m.target][0]}:{m.line} {m.what} "
+                          f"({m.seconds:.1f} s) {m.killer}", flush=True)
+                (outdir / f"{w}.json").write_text(json.dumps([m.__dict__ for m in share]))
+            finally:
+                shutil.rmtree(box, ignore_errors=True)
+                os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    done = {}
+    for w in range(workers):
+        f = outdir / f"{w}.json"
+        for d in (json.loads(f.read_text()) if f.exists() else []):
+            done[(d["target"], d["index"])] = Mutant(**d)
+    shutil.rmtree(outdir, ignore_errors=True)
+    for m in mutants:
+        if (m.target, m.index) not in done:
+            m.outcome, m.killer = "error", "worker died"
+    return [done.get((m.target, m.index), m) for m in mutants]
+
+
+class _FirstFailure:
+    def __init__(self):
+        self.nodeid = ""
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed and not self.nodeid:
+            self.nodeid = report.nodeid
+
+    def pytest_collectreport(self, report):
+        if report.failed and not self.nodeid:
+            self.nodeid = f"{report.nodeid} (collection)"
+
+
+def _child(box: Path, tests: list[str], first_k: str, marker: str, result_file: Path) -> None:
+    import pytest
+
+    os.chdir(box)
+    sys.path.insert(0, str(box))
+    os.environ["PYTHONPATH"] = str(box)
+    args = ["-x", "-q", "--no-header", "-p", "no:randomly", "-m", marker, "-c", str(box / "pytest.ini"),
+            "--rootdir", str(box), *tests]
+    rc, killer = 0, ""
+    for extra in ([["-k", first_k]] if first_k else []) + [[]]:
+        # A mutant inside a Triton kernel is first run by the interpreter tests alone, in this
+        # process (the tests interpret in-process when TRITON_INTERPRET=1 is already set: no fresh
+        # interpreter to start); the full run after that goes back to the ordinary environment.
+        if extra:
+            os.environ["TRITON_INTERPRET"] = "1"
+        else:
+            os.environ.pop("TRITON_INTERPRET", None)
+        plugin = _FirstFailure()
+        rc = pytest.main([*args, *extra], plugins=[plugin])
+        if plugin.nodeid or rc not in (0, 5):
+            killer = plugin.nodeid or f"pytest exit {rc}"
+            break
+    result_file.write_text(json.dumps({"killer": killer}))
+    os._exit(0)
+
+
+def _fork_pytest(box: Path, tests: list[str], first_k: str, marker: str, timeout: float) -> tuple[str, float]:
+    """Run pytest in a forked child; returns (first failing test or '' if all passed, seconds)."""
+    result_file = box / "result.json"
+    result_file.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        try:
+            _child(box, tests, first_k, marker, result_file)
+        finally:
+            os._exit(3)
+    while True:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() - t0 > timeout:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return "timeout", time.monotonic() - t0
+        time.sleep(0.05)
+    killer = json.loads(result_file.read_text())["killer"] if result_file.exists() else "child crashed"
+    return killer, time.monotonic() - t0
+
+
+def run_mutant(box: Path, m: Mutant, marker: str, timeout: float) -> None:
+    rel, tests, first_k = TARGETS[m.target]
+    dest = box / rel
+    original = dest.read_text()
+    dest.write_text(mutant_source(m.target, m.index))
+    try:
+        killer, m.seconds = _fork_pytest(box, tests, first_k if m.in_jit else "", marker, timeout)
+    finally:
+        dest.write_text(original)
+    m.outcome, m.killer = ("killed", killer) if killer else ("survived", "")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", action="append", choices=sorted(TARGETS), help="default: all")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--marker", default="not gpu", help="pytest -m expression (default: 'not gpu')")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per mutant")
+    ap.add_argument("--only", help="comma-separated mutant ids (target:index) to run")
+    ap.add_argument("--json", type=Path, help="write every mutant's result here")
+    ap.add_argument("--workers", type=int, default=1, help="mutants run in parallel (default 1)")
+    ap.add_argument("--skip-baseline", action="store_true",
+                    help="do not first run the unmutated copy (when that was checked on this tree already)")
+    ap.add_argument("--budget", type=float, default=0,
+                    help="seconds: start no new mutant after this (the rest are reported as not run)")
+    a = ap.parse_args()
+
+    mutants = [m for t in (a.target or list(TARGETS)) for m in enumerate_mutants(t)]
+    if a.only:
+        keep = set(a.only.split(","))
+        mutants = [m for m in mutants if f"{m.target}:{m.index}" in keep]
+    if a.list:
+        for m in mutants:
+            print(f"{m.target}:{m.index}\t{TARGETS[m.target][0]}:{m.line}\t{m.what}")
+        print(f"{len(mutants)} mutants")
+        return 0
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import numpy  # noqa: F401  (imported once here; every forked child reuses them)
+    import pytest  # noqa: F401
+    import torch
+
+    torch.set_num_threads(1)
+    import hypothesis  # noqa: F401
+    import triton  # noqa: F401
+
+    targets = sorted({m.target for m in mutants})
+    all_tests = sorted({f for t in targets for f in TARGETS[t][1]})
+    if not a.skip_baseline:
+        box = make_sandbox(targets)
+        try:
+            killer, secs = _fork_pytest(box, all_tests, "", a.marker, a.timeout * 4)
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+        if killer:
+            print(f"baseline fails ({killer}): fix the tests first", file=sys.stderr)
+            return 1
+        print(f"baseline: the unmutated copy passes {len(all_tests)} test files ({secs:.0f} s)", flush=True)
+    print(f"{len(mutants)} mutants on {a.workers} worker(s)", flush=True)
+    t0 = time.monotonic()
+    mutants = run_all(mutants, a.workers, a.marker, a.timeout, t0 + a.budget if a.budget else None)
+    dt = time.monotonic() - t0
+
+    report(mutants, dt)
+    if a.json:
+        a.json.write_text(json.dumps([m.__dict__ for m in mutants], indent=1))
+    return 0
+
+
+def report(mutants: list[Mutant], seconds: float) -> None:
+    print()
+    print(f"{'target':<20} {'mutants':>7} {'killed':>7} {'kill rate':>9}")
+    for t in sorted({m.target for m in mutants}):
+        ms = [m for m in mutants if m.target == t]
+        k = sum(m.outcome == "killed" for m in ms)
+        print(f"{t:<20} {len(ms):>7} {k:>7} {k / len(ms):>9.1%}")
+    k = sum(m.outcome == "killed" for m in mutants)
+    print(f"{'all':<20} {len(mutants):>7} {k:>7} {k / max(len(mutants), 1):>9.1%}   ({seconds:.0f} s)")
+    for why in ("error", "not run"):
+        n = sum(m.outcome == why for m in mutants)
+        if n:
+            print(f"\n{why}: {n} mutants (not counted as killed)")
+    surv = [m for m in mutants if m.outcome == "survived"]
+    print(f"\nsurvivors: {len(surv)}")
+    for m in surv:
+        print(f"  {m.target}:{m.index}  {TARGETS[m.target][0]}:{m.line}  {m.what}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

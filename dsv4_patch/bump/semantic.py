@@ -1,0 +1,236 @@
+"""Semantic obsolescence: does the pristine upstream already do what a patch is for?
+
+Upstream rarely takes a fix byte for byte; it fixes the same problem its own way, and the patch then
+conflicts, or still applies while doing nothing. The textual verdicts (classify.py) cannot tell.
+Here each patch's intent tests run with the *pristine* upstream tree standing in for the patched
+one (DSV4_TREE_<STACK> and DSV4_BASE_<STACK> both point at it): a test that failed on the unpatched
+pin and passes now says upstream caught up.
+
+Intent tests: when the stack already carries the patch for the target release (same name in
+patches/<stack>/releases/<tag>, or .../bumps/<tag>), that copy's tests, written for that release;
+else the pytest ids a patch's `Drop-When:` names (a checkable condition: `Drop-When:
+tests/regress/x/test_y.py::test_z passes`), else its `Regression-Test:` ids. Verdicts:
+
+    fixed-upstream  every intent test passed without the patch
+    needed          an intent test failed by assertion: upstream still lacks the behaviour
+    outside         an intent test needs a file a partial tree does not carry (or skipped saying so)
+    probe-error     an intent test raised something other than an assertion (the probe is broken
+                    on this upstream, no verdict), or a named test id was not collected
+    unimportable    the intent tests' module cannot be collected (imports) against this upstream
+    untestable      an intent test skipped (nvcc missing, ...): the reason is kept
+    no-intent       the patch names no test at all (or every one skipped as "not an intent test")
+
+The run sets DSV4_INTENT=1. A test about the unpatched tree ("the unpatched tree fails") means the
+opposite there, since the base tree is the new upstream: it should skip with a reason containing
+"not an intent test", and is then left out of the verdict.
+
+Only `fixed-upstream` proposes dropping a patch; every other outcome says why no verdict was reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import StackConfig
+from ..errors import Dsv4Error
+from ..patchfile import PatchFile
+from ..sources import BaseTree, Progress
+from ..sources.base import say
+from .classify import in_tree
+from .repo import scratch
+
+VERDICTS = ("fixed-upstream", "needed", "outside", "probe-error", "unimportable", "untestable", "no-intent")
+NODE_RE = re.compile(r"tests/[\w./-]+\.py(?:::[\w\[\]./-]+)*")
+MISSING_FILE_RE = re.compile(r"No such file or directory: '([^']+)'")
+PARTIAL_SKIP = "outside the partial tree"  # a test that skips for this reason gets `outside`
+NOT_INTENT = "not an intent test"  # a test that skips for this reason under DSV4_INTENT is left out
+INTENT_ENV = "DSV4_INTENT"  # set to 1 in the intent-test run: the base tree IS the new upstream there
+TIMEOUT_ENV = "DSV4_INTENT_TIMEOUT"
+
+
+@dataclass
+class Semantic:
+    patch: str
+    verdict: str
+    reason: str  # one line: why this verdict
+    decided_by: str  # "Drop-When" | "Regression-Test" | ""
+    tests: dict[str, dict] = field(default_factory=dict)  # node id -> {"outcome", "why", ...}
+
+    @property
+    def fixed(self) -> bool:
+        return self.verdict == "fixed-upstream"
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def intent_tests(patch: PatchFile, ported: PatchFile | None = None, where: str = "") -> tuple[list[str], str]:
+    """The tests that decide whether `patch` is still needed, and where they were named. `ported`: the
+    same patch as the stack carries it for the target release (its tests are written for that release)."""
+    if ported is not None:
+        nodes, by = intent_tests(ported)
+        if nodes:
+            return nodes, f"{by} of {where}"
+    named = NODE_RE.findall(patch.metadata.drop_when or "")
+    if named:
+        return list(dict.fromkeys(named)), "Drop-When"
+    if patch.metadata.regression_tests:
+        return list(patch.metadata.regression_tests), "Regression-Test"
+    return [], ""
+
+
+def release_port(cfg: StackConfig, label: str) -> tuple[dict[str, PatchFile], str]:
+    """The patches the stack already carries for release `label` (a `releases."<label>"` table, or the
+    folder patches/<stack>/releases/<label> or .../bumps/<label>), by name, and that folder."""
+    from ..stack import load_stack
+
+    rel = getattr(cfg, "releases", None) or {}
+    folders = [rel[label].patch_dir] if label in rel else []
+    folders += [cfg.patch_dir / sub / label for sub in ("releases", "bumps")]
+    for folder in folders:
+        if (folder / "series").is_file():
+            loaded = load_stack(dataclasses.replace(cfg, patch_dir=folder))
+            root = cfg.patch_dir.parent.parent
+            where = folder.relative_to(root).as_posix() if folder.is_relative_to(root) else str(folder)
+            return {p.name: p for p in loaded.patches}, where
+    return {}, ""
+
+
+def pristine_checkout(dest: Path, base: BaseTree) -> Path:
+    """A work tree of the pristine upstream commit (borrowing its objects), for the intent tests."""
+    g = scratch(dest, [Path(base.git_dir)], bare=False)
+    g.run("checkout", "--quiet", "--force", "--detach", base.commit)
+    g.run("clean", "-q", "-f", "-d", "-x")
+    return dest
+
+
+def _matches(node: str, results: dict[str, dict]) -> dict[str, dict]:
+    return {k: v for k, v in results.items() if k == node or k.startswith(node + "[") or k.startswith(node + "::")}
+
+
+def _collect_error(node: str, results: dict[str, dict]) -> dict | None:
+    module = node.split("::", 1)[0]
+    for k, v in results.items():
+        if v.get("when") == "collect" and (k == module or module.startswith(k.rstrip("/") + "/") or k == "<session>"):
+            return v
+    return None
+
+
+def _outside_path(why: str, tree: Path, partial: list[str] | None) -> str | None:
+    """The tree path a FileNotFoundError names, when it lies outside the partial tree."""
+    if partial is None:
+        return None
+    m = MISSING_FILE_RE.search(why)
+    if not m:
+        return None
+    try:
+        rel = Path(m.group(1)).resolve().relative_to(tree.resolve()).as_posix()
+    except ValueError:
+        return None
+    return None if in_tree(rel, partial) else rel
+
+
+def judge(name: str, nodes: list[str], decided_by: str, results: dict[str, dict], tree: Path,
+          partial: list[str] | None) -> Semantic:
+    """One patch's verdict from the recorded results of its intent tests (worst reason first)."""
+    if not nodes:
+        return Semantic(name, "no-intent", "names no Regression-Test and no test in Drop-When", "")
+    tests: dict[str, dict] = {}
+    errors, failures, skips, outside = [], [], [], []
+    for node in nodes:
+        hits = _matches(node, results)
+        if not hits:
+            bad = _collect_error(node, results)
+            if bad:
+                tests[node] = bad
+                return Semantic(name, "unimportable", f"{node.split('::')[0]} cannot be collected on this upstream: "
+                                f"{bad['why']}", decided_by, tests)
+            tests[node] = {"outcome": "missing", "why": "not collected"}
+            errors.append(f"{node}: no such test was collected (check the id with `dsv4-patch check`)")
+            continue
+        tests.update(hits)
+        for k, v in hits.items():
+            if v["outcome"] == "failed" and v.get("when") == "collect":
+                return Semantic(name, "unimportable", f"{k} cannot be collected on this upstream: {v['why']}",
+                                decided_by, tests)
+            if v["outcome"] == "failed" and not v.get("assertion"):
+                path = _outside_path(v.get("why", ""), tree, partial)
+                (outside if path else errors).append(f"{k}: needs {path}" if path else f"{k}: {v['why']}")
+            elif v["outcome"] == "failed":
+                failures.append(f"{k}: {v['why']}")
+            elif v["outcome"] == "skipped" and NOT_INTENT in v.get("why", ""):
+                continue  # e.g. "the unpatched tree fails": about the base, which is the new upstream here
+            elif v["outcome"] == "skipped":
+                (outside if PARTIAL_SKIP in v.get("why", "") else skips).append(f"{k}: {v['why']}")
+    if errors:
+        return Semantic(name, "probe-error", errors[0], decided_by, tests)
+    if outside:
+        return Semantic(name, "outside", outside[0] + " (the partial tree does not carry it)", decided_by, tests)
+    if failures:
+        return Semantic(name, "needed", failures[0], decided_by, tests)
+    if skips:
+        return Semantic(name, "untestable", skips[0], decided_by, tests)
+    if all(t.get("outcome") == "skipped" for t in tests.values()):
+        return Semantic(name, "no-intent", "every named test skipped as not an intent test", decided_by, tests)
+    return Semantic(name, "fixed-upstream", f"{len(tests)} intent test(s) pass on the pristine upstream "
+                    f"without the patch ({decided_by})", decided_by, tests)
+
+
+def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *, timeout: float | None = None,
+                     log=None) -> dict[str, dict]:
+    """Run pytest on `nodes` in a child process; the per-node records of intent_results.py."""
+    with tempfile.TemporaryDirectory(prefix="dsv4-intent-") as td:
+        results = Path(td) / "intent.json"
+        engine = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, **env_extra, "DSV4_INTENT_RESULTS": str(results)}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
+        argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.bump.intent_results", "-p", "no:cacheprovider",
+                "--continue-on-collection-errors", "-q", "-rs", *nodes]
+        limit = timeout or float(os.environ.get(TIMEOUT_ENV, "1800"))
+        try:
+            p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
+                               stderr=subprocess.STDOUT, timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise Dsv4Error(f"intent tests ran past {limit:.0f} s", hint=f"raise {TIMEOUT_ENV} or pass --no-semantic") from None
+        data = json.loads(results.read_text()) if results.exists() else {}
+    if p.returncode in (3, 4) and not data:  # internal or usage error: no record at all
+        raise Dsv4Error(f"pytest could not run the intent tests (exit {p.returncode})",
+                        hint="check the Regression-Test / Drop-When ids with `dsv4-patch check`")
+    return data
+
+
+def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, partial: list[str] | None = None,
+          ported: dict[str, PatchFile] | None = None, ported_where: str = "", progress: Progress = None) -> list[Semantic]:
+    """Each patch's semantic verdict with `tree` (pristine) standing in for the patched tree; with
+    `ported`, a patch the stack already carries for this release is decided by that copy's tests."""
+    t0 = time.monotonic()
+    ported = ported or {}
+    wanted = {p.name: intent_tests(p, ported.get(p.name), ported_where) for p in patches}
+    nodes = list(dict.fromkeys(n for ns, _ in wanted.values() for n in ns))
+    results: dict[str, dict] = {}
+    # a named file that does not exist would stop pytest as a whole (usage error): judge it alone
+    nodes = [n for n in nodes if (root / n.split("::", 1)[0]).is_file()]
+    if nodes:
+        say(progress, f"{stack}: {len(nodes)} intent test id(s) on the pristine tree")
+        env = {f"DSV4_TREE_{stack.upper()}": str(tree), f"DSV4_BASE_{stack.upper()}": str(tree), INTENT_ENV: "1"}
+        if partial is not None:
+            env[f"DSV4_PARTIAL_{stack.upper()}"] = os.pathsep.join(partial)
+        # one pytest per module: a module that cannot be imported stops pytest for every id named
+        # with it ("found no collectors"), so it must not take the other modules' verdicts along
+        modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
+        for i, module in enumerate(modules, 1):
+            say(progress, f"{stack}: intent tests {i}/{len(modules)}: {module}")
+            results.update(run_intent_tests(root, [n for n in nodes if n.split("::", 1)[0] == module], env))
+    out = [judge(p.name, *wanted[p.name], results, tree, partial) for p in patches]
+    say(progress, f"{stack}: semantic verdicts in {time.monotonic() - t0:.1f} s: " + ", ".join(s.verdict for s in out))
+    return out
+

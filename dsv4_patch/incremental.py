@@ -1,0 +1,123 @@
+"""Incremental apply: keep the commits of the unchanged leading patches, re-apply from the first
+changed one, and switch the existing tree over in place.
+
+What makes a kept commit safe to keep: the build that made it recorded (patch name, sha256 of the
+patch bytes, commit) in the tree's state ("made"), the tree still holds that very commit at that
+position (so a commit adopted from the user by export is never mistaken for ours), and the
+inputs that are not patch bytes (tool version, the stack's config, the source choice, the base
+commit) are the same ("reuse_key"). A commit depends only on its parent and its patch, so the
+kept prefix plus the re-applied rest are the commits a full rebuild makes.
+
+The switch: the new commits are written into the tree's object store first (nothing visible
+changes, and a failure leaves the tree as it was); then one journaled step moves the work tree,
+the index and the branch from the old tip to the new one (`git read-tree -m -u`, which touches
+only the paths that differ and refuses to overwrite a local change), and writes the state. A run
+killed inside that step is completed by the next one (`recover`), which first checks that no
+path outside the journaled ones was changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from . import __version__
+from .config import StackConfig
+from .errors import Dsv4Error
+from .fastapply import commit_series
+from .gitcmd import Git, GitFailed
+
+FAST_REF = "refs/dsv4/fast"
+JOURNAL = Path("dsv4") / "switch.json"
+
+
+def patch_digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def reuse_key(stack_cfg: StackConfig, fp_source: str | None, base_commit: str) -> str:
+    """Everything besides the patch bytes that decides the commits of a build."""
+    blob = json.dumps([__version__, stack_cfg.raw, fp_source, base_commit], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def made_record(names: list[str], raws: list[bytes], commits: list[tuple[str, str]]) -> list[list[str]]:
+    """What this build made: [patch name, sha256 of its bytes, commit] per patch."""
+    return [[n, patch_digest(r), c] for n, r, (_, c) in zip(names, raws, commits)]
+
+
+def reusable_prefix(state: dict, key: str, names: list[str], raws: list[bytes]) -> int | None:
+    """How many leading commits of the tree can be kept (None: the tree cannot be reused)."""
+    made, commits = state.get("made"), state.get("commits") or []
+    if not isinstance(made, list) or state.get("reuse_key") != key:
+        return None
+    k = 0
+    for i, (name, raw) in enumerate(zip(names, raws)):
+        if i >= len(made) or i >= len(commits):
+            break
+        m_name, m_digest, m_commit = made[i]
+        if (m_name, m_digest) != (name, patch_digest(raw)) or list(commits[i]) != [name, m_commit]:
+            break
+        k += 1
+    return k
+
+
+def fast_commits(g: Git, start: str, mails: list[bytes], *, all_or_nothing: bool = False) -> tuple[list[str], str | None]:
+    """Commit what the fast path can make exactly, on top of `start` (see fastapply)."""
+    marks = g.path / ".git" / "dsv4" / "fast-marks"
+    marks.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return commit_series(g, start, mails, FAST_REF, str(marks), all_or_nothing=all_or_nothing)
+    finally:
+        marks.unlink(missing_ok=True)
+        g.run("update-ref", "-d", FAST_REF, check=False)
+
+
+def _changed_paths(g: Git, old: str, new: str) -> list[str]:
+    out = g.run("diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new).out
+    return [p for p in out.split("\0") if p]
+
+
+def switch_in_place(tree: Path, old: str, new: str, branch: str, state: dict, write_state) -> None:
+    """Move the tree from commit `old` to `new` (journaled; see the module docstring)."""
+    g = Git(tree)
+    journal = tree / ".git" / JOURNAL
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_text(json.dumps({"old": old, "new": new, "branch": branch,
+                                   "paths": _changed_paths(g, old, new), "state": state}))
+    try:
+        g.run("read-tree", "-m", "-u", old, new)
+    except GitFailed as e:
+        journal.unlink()  # read-tree checks everything before it writes: nothing changed
+        raise Dsv4Error(f"{tree}: cannot switch to the new commits: {e.err.strip().splitlines()[0]}",
+                        hint="commit or export your changes, or pass --force") from None
+    _finish(g, new, branch, old, state, write_state)
+    journal.unlink()
+
+
+def _finish(g: Git, new: str, branch: str, old: str | None, state: dict, write_state) -> None:
+    g.run("update-ref", f"refs/heads/{branch}", new, *([old] if old else []))
+    g.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+    write_state(g.path, state)
+
+
+def recover(tree: Path, write_state, force: bool = False) -> bool:
+    """Complete a switch a killed run left half done. True when one was completed."""
+    journal = tree / ".git" / JOURNAL
+    if not journal.exists():
+        return False
+    j = json.loads(journal.read_text())
+    g = Git(tree)
+    ours = set(j["paths"])
+    dirty = [p[3:] for p in g.run("status", "--porcelain", "-z", "--untracked-files=all").out.split("\0")
+             if len(p) > 3 and p[2] == " "]
+    theirs = sorted(p for p in dirty if p not in ours and p.rstrip("/") not in ours)
+    if theirs and not force:
+        raise Dsv4Error(f"{tree}: an interrupted apply was switching this tree, and {theirs[0]} "
+                        f"(+{len(theirs) - 1} more) changed since",
+                        hint="save those changes elsewhere, then re-run with --force")
+    g.run("read-tree", "--reset", "-u", j["new"])
+    _finish(g, j["new"], j["branch"], None, j["state"], write_state)
+    journal.unlink()
+    return True

@@ -1,0 +1,94 @@
+"""Import the patched tree's vllm/v1/attention/ops/rocm_aiter_mla_sparse.py (and the common.py it
+imports) on a machine without a vLLM install, e.g. the lent H200: the two files are the tree's own,
+the vLLM infrastructure they import at module level is replaced by minimal stand-ins. The kernels and
+the reference decode run as written; only what they do not use at decode time is stubbed.
+
+The stand-in vllm.envs reads the two sparse-MLA switches from os.environ at each access, as vLLM's
+does; the stand-in platform is not ROCm (so _ON_GFX936/_ON_GFX942/_ON_GFX950 start False: callers
+set them to pick a path)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+
+_MODULE = "vllm/v1/attention/ops/rocm_aiter_mla_sparse.py"
+_COMMON = "vllm/v1/attention/ops/common.py"
+
+
+class _Envs(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("VLLM_ROCM_SPARSE_MLA_"):
+            return os.getenv(name, "0").lower() in ("1", "true")
+        raise AttributeError(name)
+
+
+class _Platform:
+    def is_rocm(self):
+        return False
+
+    def is_fp8_fnuz(self):
+        return False
+
+
+def _stubs() -> dict[str, types.ModuleType]:
+    import triton
+    import triton.language as tl
+
+    def mod(name, **attrs):
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        m.__path__ = []  # a package, so submodules resolve
+        return m
+
+    return {
+        "vllm": mod("vllm"),
+        "vllm.envs": _Envs("vllm.envs"),
+        "vllm.compilation": mod("vllm.compilation"),
+        "vllm.compilation.breakable_cudagraph": mod("vllm.compilation.breakable_cudagraph",
+                                                    eager_break_during_capture=lambda fn: fn),
+        "vllm.forward_context": mod("vllm.forward_context", get_forward_context=lambda: None),
+        "vllm.platforms": mod("vllm.platforms", current_platform=_Platform()),
+        "vllm.triton_utils": mod("vllm.triton_utils", tl=tl, triton=triton),
+        "vllm.utils": mod("vllm.utils"),
+        "vllm.utils.torch_utils": mod("vllm.utils.torch_utils", LayerNameType=str),
+        "vllm.distributed": mod("vllm.distributed"),
+        "vllm.distributed.parallel_state": mod("vllm.distributed.parallel_state", GroupCoordinator=object),
+        "vllm.v1": mod("vllm.v1"),
+        "vllm.v1.attention": mod("vllm.v1.attention"),
+        "vllm.v1.attention.backends": mod("vllm.v1.attention.backends"),
+        "vllm.v1.attention.backends.mla": mod("vllm.v1.attention.backends.mla"),
+        "vllm.v1.attention.backends.mla.indexer": mod("vllm.v1.attention.backends.mla.indexer",
+                                                      DeepseekV32IndexerMetadata=object),
+        "vllm.v1.attention.ops": mod("vllm.v1.attention.ops"),
+        "vllm.v1.worker": mod("vllm.v1.worker"),
+        "vllm.v1.worker.workspace": mod("vllm.v1.worker.workspace", current_workspace_manager=None),
+    }
+
+
+def _load_file(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load(tree: Path) -> types.ModuleType:
+    """The tree's rocm_aiter_mla_sparse module (a fresh module object on each call)."""
+    stubs = _stubs()
+    saved = {k: sys.modules.get(k) for k in [*stubs, "vllm.v1.attention.ops.common",
+                                              "vllm.v1.attention.ops.rocm_aiter_mla_sparse"]}
+    try:
+        sys.modules.update(stubs)
+        _load_file("vllm.v1.attention.ops.common", tree / _COMMON)
+        return _load_file("vllm.v1.attention.ops.rocm_aiter_mla_sparse", tree / _MODULE)
+    finally:
+        for k, v in saved.items():  # leave sys.modules as it was
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
