@@ -130,9 +130,9 @@ def test_readme_commands_and_realistic_session(tmp_path):
             s.run(cmd)
             f = s.cwd / EDITED
             text = f.read_text()
-            old = "    # No FP8 conversion on this arch: decode e4m3 with integer ops.\n"
-            assert old in text
-            f.write_text(text.replace(old, "    # No FP8 conversion on this arch (gfx936): decode e4m3 with integer ops.\n", 1))
+            old = "    # No FP8 conversion on this arch (gfx936): decode e4m3 with integer ops.\n"
+            assert old in text  # a comment the second patch adds
+            f.write_text(text.replace(old, "    # No FP8 conversion on this arch (gfx936): decode the e4m3 bytes with integer ops.\n", 1))
         elif cmd.startswith("git commit -a --fixup"):
             s.run(cmd)
         elif cmd.startswith("dsv4-patch export vllm") and "export" not in done:
