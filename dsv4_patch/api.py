@@ -334,9 +334,14 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     t0 = time.monotonic()
     cfgs = project.targets(stacks, releases)
     require_pytest()
+    # an empty series binds no test: say so instead of fetching an upstream to test nothing on it
+    empty = [c.label for c in cfgs if not load_stack(c).patches]
+    cfgs = [c for c in cfgs if c.label not in empty]
     base_out = out_dir(project, out)
     if bisect:
-        return _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep = _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep.no_patches = empty
+        return rep
     groups = [[c for c in cfgs if c.primary]] + [[c] for c in cfgs if not c.primary]
     results, rc = [], 0
     say_ = progress or (lambda m: None)
@@ -357,7 +362,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
         rc = rc or grc
         results += summarize(stack_patches, outcomes)
         missing.update(missing_modules(outcomes))
-    return RegressReport(results, time.monotonic() - t0, rc, missing_modules=missing)
+    return RegressReport(results, time.monotonic() - t0, rc, missing_modules=missing, no_patches=empty)
 
 
 def release_env(trees: list[tuple[StackConfig, Path, Path]]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,6 +141,11 @@ class Git:
         r = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
         return r.out.strip() if r.rc == 0 else None
 
+    def feed(self, *args, env: dict | None = None) -> "Feed":
+        """A git command fed through its stdin while it runs (`git fast-import` of a whole release,
+        which need not fit in memory). Use as a context manager: leaving it early kills git."""
+        return Feed(list(args), self._argv(args), self.path, clean_env(env))
+
     def format_patch(self, revrange: str) -> bytes:
         args = []
         for c in DIFF_CONFIG:
@@ -152,3 +158,45 @@ def init_repo(path: Path, *, bare: bool = False) -> Git:
     g = Git(path)
     g.run("init", "-q", *(["--bare"] if bare else []), ".")
     return g
+
+
+class Feed:
+    """A running git process: write() to its stdin, close() to wait for it (GitFailed on failure)."""
+
+    def __init__(self, args: list, argv: list[str], cwd: Path, env: dict):
+        self._args = args
+        self._log = tempfile.TemporaryFile()  # its output: a file, so a chatty git never blocks us
+        self._p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self._log,
+                                   stderr=self._log, bufsize=1 << 20)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._p.stdin.write(data)
+        except BrokenPipeError:
+            self.close()  # git stopped reading: its exit status and message say why
+            raise
+
+    def close(self) -> Result:
+        try:
+            self._p.stdin.close()
+        except BrokenPipeError:
+            pass
+        rc = self._p.wait()
+        self._log.seek(0)
+        err = self._log.read().decode("utf-8", "replace")
+        if rc != 0:
+            raise GitFailed(self._args, rc, "", err)
+        return Result(rc, "", err)
+
+    def __enter__(self) -> "Feed":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if self._p.poll() is None:
+            self._p.kill()  # an error or an interrupt before close(): nothing half-written survives us
+            self._p.wait()
+        try:
+            self._p.stdin.close()
+        except OSError:  # the unflushed rest of what we wrote has no reader any more
+            pass
+        self._log.close()

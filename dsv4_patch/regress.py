@@ -58,6 +58,7 @@ class RegressReport:
     pytest_rc: int
     first_bad: tuple[str, str] | None = None  # (stack, patch) from --bisect
     missing_modules: dict[str, str] = field(default_factory=dict)  # module -> command that installs it
+    no_patches: list[str] = field(default_factory=list)  # stacks/releases whose series is empty: nothing to test
 
     @property
     def ok(self) -> bool:
@@ -69,7 +70,7 @@ class RegressReport:
         return {"ok": self.ok, "seconds": round(self.seconds, 2), "pytest_rc": self.pytest_rc,
                 "first_bad": list(self.first_bad) if self.first_bad else None,
                 "missing_modules": self.missing_modules,
-                "patches": [r.to_dict() for r in self.results]}
+                "patches": [r.to_dict() for r in self.results], "no_patches": self.no_patches}
 
 
 # ---------------------------------------------------------------- what regress needs installed

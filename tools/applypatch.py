@@ -509,7 +509,10 @@ def regress(
             label = r.outcome + (f": {r.reason}" if r.reason and r.outcome != "passed" else "")
             t.add_row(escape(r.stack), escape(r.patch), f"[{c}]{escape(label)}[/{c}]",
                       escape(", ".join(f"{n.split('::')[-1]}={o}" for n, o in r.tests.items())))
-        _print_table(t)
+        if rep.results or not rep.no_patches:
+            _print_table(t)
+        for label in rep.no_patches:
+            out.print(f"{label}: 0 patches in series, nothing to test", highlight=False, markup=False)
         for module, cmd in rep.missing_modules.items():
             out.print(f"[red]missing module:[/red] {escape(module)} is not installed; install it with: {escape(cmd)}",
                       highlight=False)

@@ -200,6 +200,8 @@ def _range_diff(tree: Path, old_base, old_tree: Path | None) -> str:
     if old_tree is None:
         return "(no range-diff: the stack does not apply at its own pin)"
     g = Git(tree)
+    if g.rev("HEAD") == g.rev(BASE_REF) and Git(old_tree).rev("HEAD") == old_base.commit:
+        return "(no range-diff: the stack carries no patches)"  # git range-diff refuses two empty ranges
     r = g.run("range-diff", "--no-color", f"{old_base.commit}..{Git(old_tree).rev('HEAD')}",
               f"{BASE_REF}..HEAD", check=False)
     return r.out if r.rc == 0 else f"(range-diff failed: {r.err.strip()})"

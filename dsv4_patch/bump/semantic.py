@@ -231,6 +231,7 @@ def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, parti
             say(progress, f"{stack}: intent tests {i}/{len(modules)}: {module}")
             results.update(run_intent_tests(root, [n for n in nodes if n.split("::", 1)[0] == module], env))
     out = [judge(p.name, *wanted[p.name], results, tree, partial) for p in patches]
-    say(progress, f"{stack}: semantic verdicts in {time.monotonic() - t0:.1f} s: " + ", ".join(s.verdict for s in out))
+    say(progress, f"{stack}: semantic verdicts in {time.monotonic() - t0:.1f} s: "
+        + (", ".join(s.verdict for s in out) or "none (0 patches)"))
     return out
 
