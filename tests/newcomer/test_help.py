@@ -7,12 +7,14 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from synth import numbered
 
-from conftest import TOOL
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "applypatch.py"  # not from conftest: several conftest modules share that name
 
 COMMANDS = ["status", "apply", "export", "check", "regress", "pin", "build", "e2e", "bump"]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from synth import numbered
 
-from conftest import ROOT, TOOL
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "applypatch.py"  # not from conftest: several conftest modules share that name
 
 
 def _git_sourced(env):
