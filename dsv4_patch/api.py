@@ -23,7 +23,8 @@ from .regress import RegressReport, bound_tests, missing_modules, require_pytest
 from .sources import Cache, Progress, materialize
 from .stack import load_stack
 from .tree import ApplyResult, PatchFailure, build_tree
-from .exporter import ExportResult, export_stack
+from .exporter import ExportResult, export_stack, exportable_problem
+from .locks import stack_lock
 from .pinning import PinResult, pin_stack
 
 DEFAULT_OUT = "build"
@@ -112,8 +113,10 @@ def tree_for_tests(root: Path, stack: str, *, patched: bool = True, release: str
 
 
 def export(project: Project, stack: str, *, release: str | None = None, out: Path | None = None,
-           tree: Path | None = None, check: bool = False) -> ExportResult:
-    """Export one release's tree (default: the primary's) into its patch folder."""
+           tree: Path | None = None, check: bool = False, remove: tuple[str, ...] = ()) -> ExportResult:
+    """Export one release's tree (default: the primary's) into its patch folder. A tree that is
+    mid-am/rebase, partial, or of another stack or pin is refused; a patch file is deleted only
+    when `remove` names it."""
     cfg = project.target(stack, release)
     tree = tree or out_dir(project, out) / cfg.label
     if not tree.exists():
@@ -121,10 +124,15 @@ def export(project: Project, stack: str, *, release: str | None = None, out: Pat
                         hint=f"run `dsv4-patch apply {cfg.label}` and commit your edits there first")
     from .advice import export_refusal
 
-    refused = export_refusal(tree) if (tree / ".git").exists() else None
-    if refused:
-        raise Dsv4Error(refused[0], hint=refused[1])
-    return export_stack(cfg, tree, check=check)
+    with stack_lock(cfg):
+        why = exportable_problem(cfg, tree)
+        if why:
+            raise Dsv4Error(f"{tree}: refusing to export: {why}", hint="export writes the stack's patch files from a tree "
+                            f"built by `dsv4-patch apply {cfg.label}` and edited there")
+        refused = export_refusal(tree) if (tree / ".git").exists() else None
+        if refused:
+            raise Dsv4Error(refused[0], hint=refused[1])
+        return export_stack(cfg, tree, check=check, remove=remove)
 
 
 @dataclass
@@ -142,7 +150,7 @@ class ExportRun:
 
 
 def export_releases(project: Project, stack: str, *, releases: list[str] | None = None, out: Path | None = None,
-                    tree: Path | None = None, check: bool = False) -> list[ExportRun]:
+                    tree: Path | None = None, check: bool = False, remove: tuple[str, ...] = ()) -> list[ExportRun]:
     """Export every release of `stack` whose tree exists (those named must exist).
 
     With --tree only one release can be meant: the one --release names, else the primary."""
@@ -152,14 +160,15 @@ def export_releases(project: Project, stack: str, *, releases: list[str] | None 
         if len(cfgs) > 1 and named:
             raise UsageError("--tree names one tree: pass one --release with it")
         cfgs = cfgs[:1]
-        return [ExportRun(cfgs[0], export(project, cfgs[0].label, tree=tree, check=check))]
+        return [ExportRun(cfgs[0], export(project, cfgs[0].label, tree=tree, check=check, remove=remove))]
     runs = []
     for cfg in cfgs:
         path = out_dir(project, out) / cfg.label
         if not path.exists() and not named:
             runs.append(ExportRun(cfg, None, skipped=f"no tree {path} (run `dsv4-patch apply {cfg.label}`)"))
             continue
-        runs.append(ExportRun(cfg, export(project, cfg.label, out=out, check=check)))
+        runs.append(ExportRun(cfg, export(project, cfg.label, out=out, check=check,
+                                          remove=tuple(n for n in remove if (cfg.patch_dir / n).exists()))))
     if all(r.result is None for r in runs):
         export(project, cfgs[0].label, out=out, check=check)  # raises: no tree of any release
     return runs
@@ -429,8 +438,9 @@ def pin(project: Project, stack: str, ref: str, *, release: str | None = None, s
             raise ConflictError(f"{cfg.label}: pin not moved to {ref}: {verdict.summary()}",
                                 hint=f"`dsv4-patch bump {cfg.label} {ref}` rebases and refreshes the patches; "
                                      "--force moves the pin anyway")
-    res = pin_stack(project, cfg, ref, source=source, cache=cache or Cache.default(),
-                    progress=progress, dry_run=dry_run)
+    with stack_lock(cfg):  # export, apply, bump and pin of one stack: one at a time
+        res = pin_stack(project, cfg, ref, source=source, cache=cache or Cache.default(),
+                        progress=progress, dry_run=dry_run)
     res.applies = verdict
     return res
 

@@ -135,6 +135,9 @@ def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[F
         f.append(Finding(rel, 0, "missing Upstream-Status: (Pending | Submitted <url> | Backport <commit> | Inappropriate [reason])"))
     if not patch.metadata.regression_tests:
         f.append(Finding(rel, 0, "missing Regression-Test: <pytest node id> (the test that fails without this patch)"))
+    if patch.filename_trailer is not None:
+        f.append(Finding(rel, 0, f"carries a Patch-Filename: {patch.filename_trailer!r} line; apply adds it and "
+                                 "export removes it, a patch file must not hold it (delete the line)"))
     why = signoff_problem(patch)
     if why:
         f.append(Finding(rel, 0, why + "; add it in the tree (`git rebase -i --signoff refs/dsv4/base`) and export"))

@@ -49,8 +49,19 @@ out = Console(soft_wrap=True)  # one-line messages stay one line (grep, CI logs)
 err = Console(stderr=True, soft_wrap=True)
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
+def _out_given(value: Optional[Path]) -> Optional[Path]:
+    # Path("") is "." (the checkout root): an empty --out is a mistake, never a place to build
+    if value is not None and str(value) == ".":
+        argv = sys.argv[1:]
+        given = [b for a, b in zip(argv, argv[1:]) if a in ("--out", "-o")]
+        given += [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
+        if "" in given:
+            raise typer.BadParameter("an empty string is not a folder (give a path, e.g. --out build)")
+    return value
+
+
 OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: build/ in the project "
-                      "root (the folder holding patches/stacks.toml), wherever you run from].")
+                      "root (the folder holding patches/stacks.toml), wherever you run from].", callback=_out_given)
 ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
 ReleaseOpt = typer.Option(None, "--release", "-r", metavar="TAG", help="Only this upstream release of the stacks (repeatable; "
                           "e.g. v0.33.0) [default: every release]. STACK@TAG names one directly.")
@@ -333,6 +344,7 @@ def export(
     stack: str = typer.Argument(..., help="Stack whose trees to export (STACK@TAG: one release)."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 and show the difference if stale."),
     tree: Optional[Path] = typer.Option(None, "--tree", help="Patched tree [default: OUT/<stack>, OUT/<stack>@<tag>]."),
+    remove: Optional[List[str]] = typer.Option(None, "--remove", help="Delete this patch file if the tree no longer has its commit (repeat per file)."),
     upstream: bool = typer.Option(False, "--upstream", help="Write an mbox to send upstream from the patch files: "
                                   "our metadata trailers removed, Signed-off-by kept."),
     mbox: Optional[Path] = typer.Option(None, "--mbox", help="With --upstream: the mbox file, '-' for stdout "
@@ -347,7 +359,9 @@ def export(
     Zero churn: apply → export is byte-identical. Add a patch by committing in the tree; edit one
     with `git commit --fixup` and `git rebase -i --autosquash refs/dsv4/base` there; then export.
     Uncommitted edits and new untracked files are refused (commit them first): they would not
-    reach the patch files. A stack carried on several upstream
+    reach the patch files. A patch whose commit you dropped is deleted only when named with
+    --remove; a tree mid-am/rebase (a failed build), a partial tree or a tree of another pin is
+    refused. A stack carried on several upstream
     releases exports each release whose tree exists: OUT/<stack>@<tag> into its own folder
     (patches/<stack>/releases/<tag>). --json prints one object for one release, else a list.
 
@@ -360,6 +374,7 @@ def export(
     Examples:
       dsv4-patch export vllm
       dsv4-patch export vllm --check        # CI gate: are the files on disk up to date?
+      dsv4-patch export vllm --remove old-fix.patch   # after dropping its commit in the tree
       dsv4-patch export vllm@v0.33.0        # only the v0.33.0 tree (same as --release v0.33.0)
       dsv4-patch export sglang --upstream --mbox /tmp/sglang.mbox && git -C ~/sglang am -k /tmp/sglang.mbox
 
@@ -368,7 +383,8 @@ def export(
     if upstream:
         return _export_upstream(stack, release, mbox, out_dir, as_json, project)
     try:
-        runs = api.export_releases(_project(project), stack, releases=release, out=out_dir, tree=tree, check=check)
+        runs = api.export_releases(_project(project), stack, releases=release, out=out_dir, tree=tree, check=check,
+                                   remove=tuple(remove or ()))
     except Dsv4Error as e:
         _fail(e, as_json)
     stale = any(r.result and r.result.stale for r in runs)
@@ -637,9 +653,25 @@ def _register_optional(argv: list[str] | None) -> None:
 _register_optional(sys.argv[1:] if Path(sys.argv[0]).name in ("dsv4-patch", "applypatch.py") else None)
 
 
+class Interrupted(BaseException):
+    """Raised by the SIGINT handler. Not a KeyboardInterrupt, so Click does not turn it into
+    "Aborted!" exit 1; subprocess.run kills the git child it is waiting for on the way out."""
+
+
+def _on_sigint(signum, frame):
+    raise Interrupted()
+
+
 def main() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, _on_sigint)
     try:
         app()
+    except Interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave a traceback
+        sys.stderr.write("dsv4-patch: interrupted; the previous tree is intact and the next run cleans up\n")
+        sys.exit(130)
     finally:
         _VIEW.stop()
 

@@ -61,8 +61,8 @@ def test_unknown_option_is_usage_exit_2(env):
     assert cli(env, "apply", "--bogus").returncode == 2
 
 
-def test_unknown_stack_is_one_line_error_exit_1(env):
-    p = cli(env, "apply", "nope", check=1)
+def test_unknown_stack_is_one_line_usage_error_exit_2(env):
+    p = cli(env, "apply", "nope", check=2)
     assert "no stack named 'nope'" in p.stderr and "known stacks: demo" in p.stderr
 
 
