@@ -282,7 +282,10 @@ def _finish(cfg: StackConfig, out: Path, tree: Path, cache: Cache, t0: float, do
 
     g = Git(tree)
     base = g.rev(BASE_REF)
+    from .localwork import ref_snapshot
+
     write_state(tree, {"base": base, "source": _base_source(cfg, cache, base), "stack": cfg.name, "upto": None,
+                       "label": cfg.label, "refs": ref_snapshot(g, f"dsv4/{cfg.name}"),
                        "fingerprint_source": None, "tip": None, "commits": [], "fingerprint": None})
     adopt_tree(cfg, tree)
     st = read_state(tree)
