@@ -144,7 +144,7 @@ class Project:
             return self.stacks[name]
         except KeyError:
             known = ", ".join(sorted(self.stacks)) or "none"
-            raise ConfigError(
+            raise UsageError(  # a wrong argument: exit 2
                 f"{self.config_path}: no stack named {name!r}", hint=f"known stacks: {known}"
             ) from None
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .atomicio import write_atomic
 from .config import StackConfig
 from .errors import Dsv4Error
 from .gitcmd import Git
+from .locks import stack_lock
+from .patchfile import message_problem, patch_name_problem
 from .series import read_series, render_series, series_header
 from .tree import BASE_REF, adopt_tree
 
-SPLIT = re.compile(rb"^(?=From 0{40} )", re.M)
 TRAILER_LINE = re.compile(rb"^Patch-Filename: (.+)\n", re.M)
 
 
@@ -68,14 +71,18 @@ def render_patches(tree: Path) -> list[tuple[str, bytes]]:
         raise Dsv4Error(f"{tree}: no {BASE_REF}", hint="export works on a tree made by `dsv4-patch apply`")
     if g.out("status", "--porcelain", "--untracked-files=no"):
         raise Dsv4Error(f"{tree}: uncommitted changes", hint="commit them (one commit per patch) before exporting")
-    raw = g.format_patch(f"{BASE_REF}..HEAD")
-    chunks = [c for c in SPLIT.split(raw) if c]
-    # --stdout separates patches with one empty line; it belongs to no patch (a file must not
-    # change when another patch is appended after it).
-    chunks = [c[:-1] if i < len(chunks) - 1 and c.endswith(b"\n\n") else c for i, c in enumerate(chunks)]
+    shas = g.out("rev-list", "--reverse", "--topo-order", f"{BASE_REF}..HEAD").split()
+    for sha in shas:
+        _check_message(g, tree, sha)
+    # One format-patch per commit: splitting one --stdout stream on "From <sha>" lines would also
+    # split at such a line inside a commit message.
+    chunks = [_format_one(g, sha) for sha in shas]
     out, taken = [], set()
-    for chunk in chunks:
+    for sha, chunk in zip(shas, chunks):
         chunk, name = strip_trailer(chunk)
+        if name is not None and (why := patch_name_problem(name) or ("is the series file" if name == "series" else None)):
+            raise Dsv4Error(f"{tree}: commit {sha[:12]} has Patch-Filename: {name!r}, which {why}",
+                            hint="reword the commit (git rebase -i) to name one file like fix-x.patch, or drop the line")
         if name is None:
             subj = re.search(rb"^Subject: (.*(?:\n .*)*)", chunk, re.M)
             subject = subj.group(1).decode("utf-8", "replace").replace("\n ", " ") if subj else "patch"
@@ -87,7 +94,61 @@ def render_patches(tree: Path) -> list[tuple[str, bytes]]:
     return out
 
 
-def export_stack(stack: StackConfig, tree: Path, *, check: bool = False) -> ExportResult:
+def _format_one(g: Git, sha: str) -> bytes:
+    return g.format_patch_one(sha)
+
+
+def _check_message(g: Git, tree: Path, sha: str) -> None:
+    """Refuse a commit message that would not come back from its patch file unchanged."""
+    msg = g.run("log", "-1", "--format=%B", sha).out
+    lines = msg.split("\n")
+    first_body = next((i for i in range(1, len(lines)) if lines[i].strip()), None)
+    for i, line in enumerate(lines[1:], 2):
+        why = message_problem(line)
+        if i - 1 == first_body and re.match(r"(?i)(from|subject|date):", line):
+            why = "git am reads it as a header that replaces the author, subject or date"
+        if why:
+            raise Dsv4Error(f"{tree}: commit {sha[:12]} message line {i} {line[:50]!r}: {why}",
+                            hint="reword it (git rebase -i; e.g. indent the line by one space), then export")
+
+
+def exportable_problem(stack: StackConfig, tree: Path) -> str | None:
+    """Why `tree` must not be exported over the stack's patch files (None when it may be)."""
+    from .localwork import operation_in_progress
+    from .tree import load_state
+
+    op = operation_in_progress(tree)
+    if op:
+        return f"{op} is in progress (finish it or abort it first; a failed build is for inspection only)"
+    state, damaged = load_state(tree)
+    if damaged:
+        return f"its .git/dsv4/state.json is damaged ({damaged}); run `dsv4-patch apply {stack.name}` first"
+    if state is None:
+        return "it was not built by `dsv4-patch apply` (no .git/dsv4/state.json)"
+    if state.get("stack") not in (None, stack.name) or state.get("label") not in (None, stack.label):
+        return f"it is a tree of {state.get('label') or state.get('stack')!r}, not {stack.label!r}"
+    if state.get("upto") is not None:
+        return f"it holds only the first {state['upto']} patches of the stack"
+    if state.get("pin") not in (None, stack.commit):
+        return f"it was built on the pin {state['pin']}, but the stack is now pinned to {stack.commit}"
+    g = Git(tree)
+    base = g.rev(BASE_REF)
+    if base is None or base != state.get("base"):
+        return f"its {BASE_REF} is not the base it was built on ({str(state.get('base'))[:12]})"
+    if g.run("merge-base", "--is-ancestor", base, "HEAD", check=False).rc != 0:
+        return f"HEAD does not descend from {BASE_REF}"
+    return None
+
+
+def export_stack(stack: StackConfig, tree: Path, *, check: bool = False,
+                 remove: Collection[str] | bool = ()) -> ExportResult:
+    """Write the stack's files from `tree`. A patch file that the tree no longer has is removed
+    only when `remove` names it (or is True): anything else is an error naming the files."""
+    with stack_lock(stack):  # never interleaved with an apply/bump/pin of the same stack
+        return _export_stack(stack, tree, check=check, remove=remove)
+
+
+def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collection[str] | bool) -> ExportResult:
     patches = render_patches(tree)
     res = ExportResult(stack.name)
     old_names = [e.name for e in read_series(stack.series_path)] if stack.series_path.exists() else []
@@ -102,6 +163,15 @@ def export_stack(stack: StackConfig, tree: Path, *, check: bool = False) -> Expo
                                           data.decode("utf-8", "replace").splitlines(True),
                                           f"a/{path.name}", f"b/{path.name}")
     res.removed = [n for n in old_names if n not in new_names]
+    unknown = [] if remove is True else [n for n in remove if n not in res.removed]
+    if unknown:
+        raise Dsv4Error(f"--remove {unknown[0]}: not a patch this export would delete",
+                        hint=f"it would delete: {', '.join(res.removed) or 'nothing'}")
+    refused = [n for n in res.removed if remove is not True and n not in remove]
+    if refused and not check:
+        raise Dsv4Error(f"{tree}: export would delete {len(refused)} patch file(s) the tree no longer has: "
+                        f"{', '.join(refused)}",
+                        hint="pass --remove " + " --remove ".join(refused) + " to delete them, or restore the commits")
     for n in res.removed:
         diffs.append(f"removed: {n}\n")
     series_text = render_series(new_names, series_header(stack.series_path))
@@ -115,13 +185,9 @@ def export_stack(stack: StackConfig, tree: Path, *, check: bool = False) -> Expo
     stack.patch_dir.mkdir(parents=True, exist_ok=True)
     for name, data in patches:
         if name in res.written:
-            tmp = stack.patch_dir / f".{name}.tmp"
-            tmp.write_bytes(data)
-            tmp.replace(stack.patch_dir / name)
+            write_atomic(stack.patch_dir / name, data)
     if res.series_changed:
-        tmp = stack.patch_dir / ".series.tmp"
-        tmp.write_text(series_text)
-        tmp.replace(stack.series_path)
+        write_atomic(stack.series_path, series_text)
     for n in res.removed:
         (stack.patch_dir / n).unlink(missing_ok=True)
     adopt_tree(stack, tree)

@@ -6,6 +6,13 @@ Why each setting:
 - core.hooksPath=/dev/null: upstream trees never run their git hooks.
 - fixed committer identity and date: the same base and patch bytes give the same commit hashes.
 - LC_ALL=C: messages we parse (conflicts, "patch failed") are not translated.
+- the environment is built from scratch (`clean_env`), never merged over os.environ: the caller's
+  GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE (set by git itself while a hook runs), GIT_CONFIG_COUNT /
+  GIT_CONFIG_PARAMETERS (config injected through the environment) or GIT_TEMPLATE_DIR would
+  otherwise change which repository we touch and how. (GitPython's `execute` merges os.environ
+  back over the env it is given, so it is not used to run git.)
+- core.symlinks/core.ignorecase/core.precomposeUnicode/core.fileMode pinned: an upstream symlink
+  stays a link and a mode change stays a mode change whatever a repository's config says.
 - pinned diff settings for format-patch (Electron's script/lib/git.py learned each of these from a
   churn bug): no renames flip-flop, no mnemonic/no-prefix, full index lines.
 """
@@ -14,10 +21,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import git as gitpython
+from .errors import Dsv4Error
 
 COMMITTER_NAME = "dsv4-patch"
 COMMITTER_EMAIL = "dsv4-patch@users.noreply.github.com"
@@ -30,6 +38,16 @@ BASE_CONFIG = (
     "core.fsmonitor=false",
     "core.attributesfile=/dev/null",
     "core.quotePath=true",
+    "core.symlinks=true",
+    "core.ignorecase=false",
+    "core.precomposeUnicode=false",
+    "core.fileMode=true",
+    "core.sparseCheckout=false",
+    "core.splitIndex=false",
+    "core.untrackedCache=false",
+    "protocol.file.allow=always",
+    "submodule.recurse=false",
+    "init.templateDir=",
     "commit.gpgsign=false",
     "gc.auto=0",
     "maintenance.auto=false",
@@ -63,9 +81,14 @@ FORMAT_PATCH_FLAGS = (
 )
 
 
-class GitFailed(Exception):
+class GitFailed(Dsv4Error):
+    """A git call that should not fail did: one line (git's first error line), the rest in details."""
+
     def __init__(self, args, rc, out, err):
-        super().__init__(f"git {' '.join(args)} exited {rc}: {err.strip()[:500]}")
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+        first = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else "")
+        super().__init__(f"git {' '.join(str(a) for a in args)[:200]} exited {rc}: {first[:300]}",
+                         details=err.strip()[:2000] or None)
         self.args_ = args
         self.rc = rc
         self.out = out
@@ -79,8 +102,14 @@ class Result:
     err: str
 
 
+# Variables passed through from the caller: where programs and temp files are, nothing that
+# tells git what to do (every GIT_* variable is dropped; the ones git needs are set below).
+PASS_THROUGH = ("PATH", "HOME", "TMPDIR", "SYSTEMROOT", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+
 def clean_env(extra: dict | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env = {k: os.environ[k] for k in PASS_THROUGH if k in os.environ}
     env.update(
         GIT_CONFIG_NOSYSTEM="1",
         GIT_CONFIG_GLOBAL=os.devnull,
@@ -101,7 +130,6 @@ class Git:
 
     def __init__(self, path: Path, *, extra_config: tuple[str, ...] = ()):
         self.path = Path(path)
-        self._git = gitpython.Git(str(self.path))
         self._config = BASE_CONFIG + extra_config
 
     def _argv(self, args) -> list[str]:
@@ -111,17 +139,10 @@ class Git:
         return argv + [str(a) for a in args]
 
     def run(self, *args, check: bool = True, env: dict | None = None, stdin: bytes | None = None) -> Result:
-        if stdin is None:
-            rc, out, err = self._git.execute(
-                self._argv(args),
-                with_extended_output=True,
-                with_exceptions=False,
-                env=clean_env(env),
-                strip_newline_in_stdout=False,
-            )
-        else:
-            p = subprocess.run(self._argv(args), cwd=self.path, input=stdin, capture_output=True, env=clean_env(env))
-            rc, out, err = p.returncode, p.stdout.decode("utf-8", "surrogateescape"), p.stderr.decode("utf-8", "replace")
+        # subprocess.run kills the child if we are interrupted (SIGINT): no orphaned git.
+        p = subprocess.run(self._argv(args), cwd=self.path, input=stdin, capture_output=True,
+                           env=clean_env(env), stdin=None if stdin is not None else subprocess.DEVNULL)
+        rc, out, err = p.returncode, p.stdout.decode("utf-8", "surrogateescape"), p.stderr.decode("utf-8", "replace")
         if check and rc != 0:
             raise GitFailed(list(args), rc, out, err)
         return Result(rc, out, err)
@@ -131,7 +152,8 @@ class Git:
 
     def raw(self, *args, env: dict | None = None) -> bytes:
         """Stdout as bytes (patch text must not be re-encoded)."""
-        p = subprocess.run(self._argv(args), cwd=self.path, capture_output=True, env=clean_env(env))
+        p = subprocess.run(self._argv(args), cwd=self.path, capture_output=True, env=clean_env(env),
+                           stdin=subprocess.DEVNULL)
         if p.returncode != 0:
             raise GitFailed(list(args), p.returncode, "", p.stderr.decode("utf-8", "replace"))
         return p.stdout
@@ -140,11 +162,23 @@ class Git:
         r = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
         return r.out.strip() if r.rc == 0 else None
 
+    def feed(self, *args, env: dict | None = None) -> "Feed":
+        """A git command fed through its stdin while it runs (`git fast-import` of a whole release,
+        which need not fit in memory). Use as a context manager: leaving it early kills git."""
+        return Feed(list(args), self._argv(args), self.path, clean_env(env))
+
     def format_patch(self, revrange: str) -> bytes:
         args = []
         for c in DIFF_CONFIG:
             args += ["-c", c]
         return self.raw(*args, "format-patch", *FORMAT_PATCH_FLAGS, revrange)
+
+    def format_patch_one(self, sha: str) -> bytes:
+        """The patch of one commit (a separate call per commit: no stream to split)."""
+        args = []
+        for c in DIFF_CONFIG:
+            args += ["-c", c]
+        return self.raw(*args, "format-patch", *FORMAT_PATCH_FLAGS, "-1", sha)
 
 
 def init_repo(path: Path, *, bare: bool = False) -> Git:
@@ -152,3 +186,45 @@ def init_repo(path: Path, *, bare: bool = False) -> Git:
     g = Git(path)
     g.run("init", "-q", *(["--bare"] if bare else []), ".")
     return g
+
+
+class Feed:
+    """A running git process: write() to its stdin, close() to wait for it (GitFailed on failure)."""
+
+    def __init__(self, args: list, argv: list[str], cwd: Path, env: dict):
+        self._args = args
+        self._log = tempfile.TemporaryFile()  # its output: a file, so a chatty git never blocks us
+        self._p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self._log,
+                                   stderr=self._log, bufsize=1 << 20)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._p.stdin.write(data)
+        except BrokenPipeError:
+            self.close()  # git stopped reading: its exit status and message say why
+            raise
+
+    def close(self) -> Result:
+        try:
+            self._p.stdin.close()
+        except BrokenPipeError:
+            pass
+        rc = self._p.wait()
+        self._log.seek(0)
+        err = self._log.read().decode("utf-8", "replace")
+        if rc != 0:
+            raise GitFailed(self._args, rc, "", err)
+        return Result(rc, "", err)
+
+    def __enter__(self) -> "Feed":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if self._p.poll() is None:
+            self._p.kill()  # an error or an interrupt before close(): nothing half-written survives us
+            self._p.wait()
+        try:
+            self._p.stdin.close()
+        except OSError:  # the unflushed rest of what we wrote has no reader any more
+            pass
+        self._log.close()

@@ -26,6 +26,7 @@ from . import __version__
 from .config import StackConfig
 from .errors import Dsv4Error
 from .fastapply import commit_series
+from .atomicio import write_atomic
 from .gitcmd import Git, GitFailed
 
 FAST_REF = "refs/dsv4/fast"
@@ -84,8 +85,8 @@ def switch_in_place(tree: Path, old: str, new: str, branch: str, state: dict, wr
     g = Git(tree)
     journal = tree / ".git" / JOURNAL
     journal.parent.mkdir(parents=True, exist_ok=True)
-    journal.write_text(json.dumps({"old": old, "new": new, "branch": branch,
-                                   "paths": _changed_paths(g, old, new), "state": state}))
+    write_atomic(journal, json.dumps({"old": old, "new": new, "branch": branch,  # never torn
+                                      "paths": _changed_paths(g, old, new), "state": state}))
     try:
         g.run("read-tree", "-m", "-u", old, new)
     except GitFailed as e:
@@ -107,7 +108,14 @@ def recover(tree: Path, write_state, force: bool = False) -> bool:
     journal = tree / ".git" / JOURNAL
     if not journal.exists():
         return False
-    j = json.loads(journal.read_text())
+    try:
+        j = json.loads(journal.read_text())
+        j["new"], j["branch"], j["paths"], j["state"]  # noqa: B018 (all four are needed below)
+    except (OSError, ValueError, KeyError, TypeError):
+        # Damaged: the journal is written (atomically) before read-tree touches the tree, so a
+        # damaged one means the switch never started: the tree and its state are the old ones.
+        journal.unlink()
+        return False
     g = Git(tree)
     ours = set(j["paths"])
     dirty = [p[3:] for p in g.run("status", "--porcelain", "-z", "--untracked-files=all").out.split("\0")

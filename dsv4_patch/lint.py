@@ -15,11 +15,11 @@ from .config import Project, StackConfig
 from .errors import PatchFormatError
 from .patchfile import FileDiff, PatchFile, load_patch
 from .series import read_series
-from .bump.semantic import NODE_RE
 
 REQUIRED = ("Upstream-Status", "Regression-Test")
 SIGNOFF = re.compile(r"^Signed-off-by:[ \t]*(.*)$", re.M)
 IDENT = re.compile(r"^[^<>\s][^<>]*? <[^<>@\s]+@[^<>\s]+>$")
+IDENT_PARTS = re.compile(r"^(?P<name>[^<>]*?)\s*<(?P<email>[^<>\s]+)>$")
 
 
 def signoff_problem(patch: PatchFile) -> str | None:
@@ -34,7 +34,19 @@ def signoff_problem(patch: PatchFile) -> str | None:
     last = patch.description.strip().split("\n\n")[-1]
     if not SIGNOFF.search(last):
         return "Signed-off-by: is not in the closing trailer block (git and DCO checks read only the last paragraph)"
+    author = (patch.author or "").strip()
+    if not any(_same_identity(author, v.strip()) for v in found):
+        return (f"the author {author!r} has not signed off (Signed-off-by: {found[-1].strip()!r}); "
+                "DCO checks want the author's own sign-off: make the From: identity and the trailer the same")
     return None
+
+
+def _same_identity(a: str, b: str) -> bool:
+    """`Name <email>` pairs are the same person as DCO checks see it: same name, same email (any case)."""
+    ma, mb = IDENT_PARTS.match(a), IDENT_PARTS.match(b)
+    if not ma or not mb:
+        return False
+    return ma["name"].strip() == mb["name"].strip() and ma["email"].lower() == mb["email"].lower()
 
 
 @dataclass
@@ -135,14 +147,19 @@ def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[F
         f.append(Finding(rel, 0, "missing Upstream-Status: (Pending | Submitted <url> | Backport <commit> | Inappropriate [reason])"))
     if not patch.metadata.regression_tests:
         f.append(Finding(rel, 0, "missing Regression-Test: <pytest node id> (the test that fails without this patch)"))
+    if patch.filename_trailer is not None:
+        f.append(Finding(rel, 0, f"carries a Patch-Filename: {patch.filename_trailer!r} line; apply adds it and "
+                                 "export removes it, a patch file must not hold it (delete the line)"))
     why = signoff_problem(patch)
     if why:
-        f.append(Finding(rel, 0, why + "; add it in the tree (`git rebase -i --signoff refs/dsv4/base`) and export"))
+        fix = ("reset the author in the tree (`git commit --amend --reset-author` as the signer, or fix the trailer) and export"
+               if why.startswith("the author") else "add it in the tree (`git rebase -i --signoff refs/dsv4/base`) and export")
+        f.append(Finding(rel, 0, why + "; " + fix))
     for node in patch.metadata.regression_tests:
         why = node_exists(project.root, node)
         if why:
             f.append(Finding(rel, 0, f"Regression-Test {node}: {why}"))
-    for node in NODE_RE.findall(patch.metadata.drop_when or ""):  # the tests that decide it at a bump
+    for node in patch.metadata.drop_when_tests:  # the tests that decide it at a bump
         why = node_exists(project.root, node)
         if why:
             f.append(Finding(rel, 0, f"Drop-When names {node}: {why}"))

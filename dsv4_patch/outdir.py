@@ -6,6 +6,10 @@ Layout under OUT:
     OUT/.dsv4/staging/<tree>-*  trees being built (removed at the next run if a process died)
     OUT/.dsv4/failed/<tree>     the last failed build, kept for inspection
     OUT/.dsv4/swap-<tree>.json  journal of an in-flight swap (completed at the next run)
+
+The journal is written atomically (atomicio) before the first rename and removed after the
+second; a damaged journal (left by an older version, or a disk fault) is removed with a one-line
+note and the tree is restored from whatever complete copy is left.
 """
 
 from __future__ import annotations
@@ -18,15 +22,31 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from .atomicio import fsync_dir, write_atomic
+from .errors import Dsv4Error
+
 
 class OutDir:
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
         self.meta = self.root / ".dsv4"
+        self.notes: list[str] = []  # one line per thing recover() repaired
+
+    def _ensure(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise Dsv4Error(f"{self.root}: --out names a file, not a folder", hint="choose a folder for the trees")
+        try:
+            self.meta.mkdir(parents=True, exist_ok=True)
+            probe = self.meta / f".probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise Dsv4Error(f"{self.root}: cannot write the output folder ({e.strerror or e})",
+                            hint="choose a writable --out") from None
 
     @contextmanager
     def locked(self):
-        self.meta.mkdir(parents=True, exist_ok=True)
+        self._ensure()
         with open(self.meta / "lock", "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
@@ -56,27 +76,49 @@ class OutDir:
         target = self.tree(name)
         old = self.meta / f"old-{name}-{os.getpid()}"
         journal = self.meta / f"swap-{name}.json"
-        journal.write_text(json.dumps({"target": str(target), "new": str(staging), "old": str(old)}))
+        write_atomic(journal, json.dumps({"target": str(target), "new": str(staging), "old": str(old)}))
         if target.exists():
             os.replace(target, old)
         os.replace(staging, target)
+        fsync_dir(self.root)
         journal.unlink()
         if old.exists():
             shutil.rmtree(old, ignore_errors=True)
 
     def recover(self) -> None:
         """Finish what a killed run left: complete or roll back swaps, drop stale staging."""
-        for journal in self.meta.glob("swap-*.json"):
-            j = json.loads(journal.read_text())
-            target, new, old = Path(j["target"]), Path(j["new"]), Path(j["old"])
+        for journal in sorted(self.meta.glob("swap-*.json")):
+            try:
+                j = json.loads(journal.read_text())
+                target, new, old = Path(j["target"]), Path(j["new"]), Path(j["old"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                self._damaged_journal(journal, e)
+                continue
             if not target.exists():
                 # Killed between the renames: the new tree is complete (it was staged fully).
-                os.replace(new if new.exists() else old, target)
+                src = new if new.exists() else old
+                if src.exists():
+                    os.replace(src, target)
             if old.exists():
                 shutil.rmtree(old, ignore_errors=True)
             journal.unlink()
+        for tmp in self.meta.glob(".swap-*.json.tmp-*"):
+            tmp.unlink(missing_ok=True)  # a journal whose write was cut short: no rename had started
         staging = self.meta / "staging"
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
         for old in self.meta.glob("old-*"):
             shutil.rmtree(old, ignore_errors=True)
+
+    def _damaged_journal(self, journal: Path, why: Exception) -> None:
+        """Without the journal, put back the previous tree if the swap had moved it aside."""
+        name = journal.name[len("swap-"):-len(".json")]
+        target = self.tree(name)
+        done = "left as it is"
+        if not target.exists():
+            olds = sorted(self.meta.glob(f"old-{name}-*"), key=lambda p: p.stat().st_mtime)
+            if olds:
+                os.replace(olds[-1], target)
+                done = "restored from the previous tree"
+        journal.unlink()
+        self.notes.append(f"{journal}: damaged swap journal removed ({type(why).__name__}); {target} {done}")

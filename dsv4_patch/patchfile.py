@@ -10,7 +10,9 @@ Metadata lives in the commit message body as DEP-3 / Yocto style fields, one per
 
 from __future__ import annotations
 
+import base64
 import re
+import zlib
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from email.parser import HeaderParser
@@ -19,6 +21,47 @@ from pathlib import Path
 from .errors import PatchFormatError
 
 MBOX_FROM = re.compile(rb"^From [0-9a-f]{40} ", re.M)
+# The separator line git format-patch writes; only this starts a second patch in one file
+# (a body line "From <sha> ..." is text).
+MBOX_MAGIC = re.compile(rb"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$", re.M)
+PATCH_NAME = re.compile(r"[A-Za-z0-9._-]+\.patch")
+
+
+def patch_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a patch file name (None when it can): one path component of
+    [A-Za-z0-9._-] ending in .patch, not hidden, never `series`."""
+    if not PATCH_NAME.fullmatch(name):
+        return "must be one file name of letters, digits, '.', '_' or '-' ending in .patch"
+    if name.startswith("."):
+        return "must not start with '.'"
+    return None
+
+
+def is_mbox_from_line(line: str) -> bool:
+    """git mailsplit's test for a line that starts a new message ("From " ... hh:mm:ss yyyy)."""
+    if len(line) < 19 or not line.startswith("From "):  # git counts the newline: < 20
+        return False
+    colon = line.rfind(":", 5, len(line) - 1)
+    if colon < 5 + 4 or colon + 4 > len(line):
+        return False
+    s = line
+    try:  # hh:mm:ss around the last colon (git checks colon[-4], [-2], [-1], [1], [2])
+        ok = all(s[colon + k].isdigit() for k in (-4, -2, -1, 1, 2))
+    except IndexError:
+        return False
+    year = re.match(r"\s*(\d+)", s[colon + 3:])  # strtol skips leading blanks
+    return ok and bool(year) and int(year.group(1)) > 90
+
+
+def message_problem(line: str) -> str | None:
+    """Why a commit message line would not survive format-patch -> git am (None when it does)."""
+    if is_mbox_from_line(line):
+        return "git am reads it as the start of another mail"
+    if line.startswith("---") and (line[3:].strip() == "" or (line[3:4] == " " and not line[4:5].isspace())):
+        return "git am reads it as the end of the message"
+    if line.startswith("diff -") or line.startswith("Index: "):
+        return "git am reads it as the start of the diff"
+    return None
 STATUS_RE = re.compile(
     r"^(?P<kind>Pending|Submitted|Backport|Inappropriate|Accepted)(?:\s+(?P<arg>.*))?$"
 )
@@ -35,12 +78,21 @@ class UpstreamStatus:
         return f"{self.kind} {self.arg}".strip()
 
 
+DROP_WHEN_TEST_RE = re.compile(r"tests/[\w./-]+\.py(?:::[\w\[\]./-]+)*")
+
+
 @dataclass
 class Metadata:
     upstream_status: UpstreamStatus | None = None
     regression_tests: list[str] = field(default_factory=list)
     hardware: list[str] = field(default_factory=list)
     drop_when: str | None = None
+
+    @property
+    def drop_when_tests(self) -> list[str]:
+        """The test ids `Drop-When:` names (pytest node ids under tests/): the tests that decide, at a
+        bump, whether upstream fixed the problem its own way."""
+        return DROP_WHEN_TEST_RE.findall(self.drop_when or "")
 
     def to_dict(self) -> dict:
         return {
@@ -82,6 +134,9 @@ class FileDiff:
     hunks: list[Hunk] = field(default_factory=list)
     symlink_target: str | None = None  # content of a new symlink (mode 120000)
     line: int = 0  # 1-based line of "diff --git" in the patch file
+    copy: bool = False  # "copy from/to": the source path is not changed
+    binary_data: list[tuple[int, str]] | None = None  # (line, text) after "GIT binary patch"
+    binary_line: int = 0  # line of "GIT binary patch" / "Binary files ... differ"
 
     @property
     def path(self) -> str:
@@ -111,10 +166,14 @@ class PatchFile:
         return text[idx + 1 :] if idx >= 0 else ""
 
 
-def _decode_header(value: str | None) -> str:
+def _decode_header(value: str | None, where: str = "header") -> str:
     if value is None:
         return ""
-    return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
+    try:
+        return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
+    except (ValueError, LookupError, UnicodeError, AssertionError) as e:
+        raise PatchFormatError(f"{where}: malformed RFC 2047 encoded word ({type(e).__name__})",
+                               hint="re-export the patch; git writes =?UTF-8?q?...?= words that decode") from None
 
 
 def _unquote_git_path(p: str) -> str:
@@ -191,7 +250,7 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
         if ln.startswith("diff --git "):
             try:
                 a, b = _split_diff_git(ln[len("diff --git ") :])
-            except ValueError:
+            except (ValueError, IndexError):  # unclosed quote, no " b/" half, a cut-short line
                 raise PatchFormatError(f"{name}:{lineno}: unreadable 'diff --git' line") from None
             cur = FileDiff(old_path=_strip_prefix(a), new_path=_strip_prefix(b), line=lineno)
             files.append(cur)
@@ -214,11 +273,20 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
             cur.rename = True
             cur.new_path = _unquote_git_path(ln[len("rename to ") :])
         elif ln.startswith("copy from "):
+            cur.copy = True
             cur.old_path = _unquote_git_path(ln[len("copy from ") :])
         elif ln.startswith("copy to "):
             cur.new_path = _unquote_git_path(ln[len("copy to ") :])
-        elif ln.startswith("GIT binary patch") or ln.startswith("Binary files "):
-            cur.binary = True
+        elif ln.startswith("GIT binary patch"):
+            cur.binary, cur.binary_line, cur.binary_data = True, lineno, []
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("diff --git "):
+                cur.binary_data.append((line_offset + j + 1, lines[j]))
+                j += 1
+            i = j
+            continue
+        elif ln.startswith("Binary files "):
+            cur.binary, cur.binary_line = True, lineno
         elif ln.startswith("--- "):
             p = _strip_prefix(ln[4:])
             if p is not None:
@@ -233,16 +301,86 @@ def parse_diff(text: str, name: str, line_offset: int = 0) -> list[FileDiff]:
                 raise PatchFormatError(f"{name}:{lineno}: malformed hunk header {ln!r}")
             o, ol, n, nl = m.group(1), m.group(2), m.group(3), m.group(4)
             hunk = Hunk(int(o), 1 if ol is None else int(ol), int(n), 1 if nl is None else int(nl), ln, [], lineno)
+            if hunk.old_len == 0 and hunk.new_len == 0:
+                raise PatchFormatError(f"{name}:{lineno}: hunk header {ln!r} counts no lines",
+                                       hint="regenerate the patch with `dsv4-patch export`")
             remaining_old, remaining_new = hunk.old_len, hunk.new_len
             cur.hunks.append(hunk)
         i += 1
     if hunk is not None and (remaining_old > 0 or remaining_new > 0):
         raise PatchFormatError(f"{name}: last hunk is truncated", hint="the file was cut short; re-export it")
     for f in files:
+        if f.binary:
+            check_binary(f, name)
         if f.new_mode == "120000" and f.hunks:
             added = [a for h in f.hunks for a in h.added]
             f.symlink_target = added[0] if added else None
     return files
+
+
+BINARY_HINT = "re-export it with `dsv4-patch export` (git format-patch --binary)"
+
+
+def _binary_error(name: str, line: int, fd: FileDiff, why: str) -> PatchFormatError:
+    return PatchFormatError(f"{name}:{line}: corrupt binary patch for {fd.path}: {why}", hint=BINARY_HINT)
+
+
+def _binary_line_bytes(name: str, line: int, fd: FileDiff, text: str) -> bytes:
+    """One data line of a git binary hunk: a length character (A-Z = 1..26, a-z = 27..52 bytes)
+    then that many bytes in git's base85 (5 characters per 4 bytes, the last group padded)."""
+    c = text[:1]
+    if "A" <= c <= "Z":
+        n = ord(c) - ord("A") + 1
+    elif "a" <= c <= "z":
+        n = ord(c) - ord("a") + 27
+    else:
+        raise _binary_error(name, line, fd, f"bad length character {c!r}")
+    body = text[1:]
+    if len(body) != (n + 3) // 4 * 5:
+        raise _binary_error(name, line, fd, f"length character {c!r} says {n} bytes but the line holds {len(body)} characters")
+    try:
+        return base64.b85decode(body)[:n]
+    except ValueError:
+        raise _binary_error(name, line, fd, "not base85 data") from None
+
+
+def check_binary(fd: FileDiff, name: str) -> None:
+    """Decode every block (`literal N` / `delta N` + base85 lines of zlib data) and check its size:
+    git am reports a corrupt payload but still exits 0 with the file missing."""
+    if fd.binary_data is None:
+        raise PatchFormatError(
+            f"{name}:{fd.binary_line}: binary change of {fd.path} without data ('Binary files ... differ')",
+            hint="re-export it with `dsv4-patch export` (it writes the data with --binary)")
+    rows = fd.binary_data
+    k, blocks = 0, 0
+    while k < len(rows):
+        line, text = rows[k]
+        if not text:
+            k += 1
+            continue
+        m = re.fullmatch(r"(literal|delta) (\d+)", text)
+        if not m or blocks == 2:
+            raise _binary_error(name, line, fd, f"expected 'literal N' or 'delta N', found {text[:40]!r}")
+        size, start = int(m.group(2)), line
+        k += 1
+        data = b""
+        while k < len(rows) and rows[k][1]:
+            data += _binary_line_bytes(name, rows[k][0], fd, rows[k][1])
+            k += 1
+        if not data:
+            raise _binary_error(name, start, fd, f"'{text}' has no data (truncated?)")
+        z = zlib.decompressobj()
+        try:
+            out = z.decompress(data)
+        except zlib.error as e:
+            raise _binary_error(name, start, fd, f"the data does not inflate ({e})") from None
+        if not z.eof or z.unused_data:
+            raise _binary_error(name, start, fd, "the data is truncated or has trailing bytes")
+        if len(out) != size:
+            raise _binary_error(name, start, fd, f"'{text}' but the data holds {len(out)} bytes")
+        blocks += 1
+    if blocks == 0:
+        raise _binary_error(name, fd.binary_line, fd, "no 'literal'/'delta' block (truncated?)")
 
 
 def parse_metadata(body: str, name: str) -> tuple[Metadata, str, str | None]:
@@ -283,14 +421,17 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
             f"{name}:1: not a git format-patch mbox (no 'From <sha> ...' line)",
             hint="create patches with `dsv4-patch export`, not `git diff`",
         )
-    if len(MBOX_FROM.findall(raw)) > 1:
+    if len(MBOX_MAGIC.findall(raw)) > 1:
         raise PatchFormatError(f"{name}: holds more than one patch", hint="one patch per file; re-export")
     text = raw.decode("utf-8", "surrogateescape")
     head, sep, rest = text.partition("\n\n")
     if not sep:
         raise PatchFormatError(f"{name}: no blank line after the mail headers")
+    if "\n" not in head:
+        raise PatchFormatError(f"{name}:2: no mail headers (From:, Date:, Subject:) after the first line",
+                               hint="re-export it with `dsv4-patch export`")
     headers = HeaderParser().parsestr(head.split("\n", 1)[1] + "\n")
-    subject = _decode_header(headers.get("Subject"))
+    subject = _decode_header(headers.get("Subject"), f"{name}: Subject")
     if not subject:
         raise PatchFormatError(f"{name}:1: no Subject header", hint="every patch needs a one-line subject")
     # Body runs to the '---' separator format-patch writes before the diff.
@@ -300,6 +441,9 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
     else:
         idx = rest.find("\ndiff --git ")
         body, diff_part = (rest, "") if idx < 0 else (rest[:idx], rest[idx:])
+    author = _decode_header(headers.get("From"), f"{name}: From")
+    if not author:
+        raise PatchFormatError(f"{name}:2: no From: header (the patch author)", hint="re-export it with `dsv4-patch export`")
     meta, desc, filename = parse_metadata(body, name)
     diff_offset = text[: len(text) - len(diff_part)].count("\n")
     files = parse_diff(diff_part, name, diff_offset)
@@ -308,7 +452,7 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
     return PatchFile(
         name=name,
         raw=raw,
-        author=_decode_header(headers.get("From")),
+        author=author,
         date=headers.get("Date", ""),
         subject=subject,
         description=desc,
@@ -319,8 +463,15 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
 
 
 def load_patch(path: Path) -> PatchFile:
+    why = patch_name_problem(path.name)
+    if why:
+        raise PatchFormatError(f"{path}: patch file name {why}", hint="rename it and its series line")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise PatchFormatError(f"{path}: listed in series but missing", hint="restore it or drop it from series") from None
+    except IsADirectoryError:
+        raise PatchFormatError(f"{path}: is a folder, not a patch file", hint="a series line names one .patch file") from None
+    except OSError as e:
+        raise PatchFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     return parse_patch_bytes(raw, path.name)

@@ -17,13 +17,27 @@ class SeriesEntry:
 def read_series(path: Path) -> list[SeriesEntry]:
     if not path.exists():
         raise PatchFormatError(f"{path}: no series file", hint="create it (one patch file name a line), even if empty")
+    from .patchfile import patch_name_problem  # the patch-file model owns what a name may be
+
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise PatchFormatError(f"{path}: is a folder, not a series file", hint="it must be a text file, one patch name a line") from None
+    except OSError as e:
+        raise PatchFormatError(f"{path}: cannot read ({e.strerror or e})") from None
     entries = []
-    for i, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, raw_line in enumerate(data.split(b"\n"), 1):
+        try:
+            raw = raw_line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PatchFormatError(f"{path}:{i}: not UTF-8 text", hint="series lines are patch file names (ASCII)") from None
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        if "/" in line or line.startswith("."):
-            raise PatchFormatError(f"{path}:{i}: series entry {line!r} must be a bare file name in this folder")
+        why = "no folders" if "/" in line else patch_name_problem(line)
+        if why:
+            raise PatchFormatError(f"{path}:{i}: series entry {line!r} must be a bare .patch file name in this folder"
+                                   f" ({why})")
         entries.append(SeriesEntry(line, i))
     return entries
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from . import __version__
 from .config import StackConfig
+from .errors import PatchFormatError
 from .patchfile import PatchFile, load_patch
 from .series import SeriesEntry, read_series
 
@@ -33,5 +34,11 @@ class LoadedStack:
 
 def load_stack(config: StackConfig) -> LoadedStack:
     entries = read_series(config.series_path)
+    seen: dict[str, int] = {}
+    for e in entries:
+        if e.name in seen:
+            raise PatchFormatError(f"{config.series_path}:{e.line}: duplicate entry {e.name} (first on line {seen[e.name]})",
+                                   hint="a patch is listed once; delete one of the lines")
+        seen[e.name] = e.line
     patches = [load_patch(config.patch_dir / e.name) for e in entries]
     return LoadedStack(config, entries, patches)

@@ -18,15 +18,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .advice import keep_work_hint
 from .config import StackConfig
+from .atomicio import write_atomic
 from .errors import ConflictError, Dsv4Error, PatchFormatError
 from .gitcmd import Git
 from . import incremental
+from .localwork import ignored_count, local_work, ref_snapshot
+from .locks import stack_lock
 from .outdir import OutDir
 from .patchfile import PatchFile
 from .sources import BaseTree, Cache, Progress, materialize
 from .sources.base import say
 from .stack import LoadedStack, load_stack
+from .verify import verify_commits
 
 BASE_REF = "refs/dsv4/base"
 STATE = Path("dsv4") / "state.json"
@@ -43,7 +48,7 @@ class HunkReport:
 @dataclass
 class PatchFailure:
     patch: str
-    kind: str  # conflict | upstreamed | missing-file
+    kind: str  # conflict | upstreamed | missing-file | incomplete
     message: str
     files: list[str] = field(default_factory=list)
     hunks: list[HunkReport] = field(default_factory=list)
@@ -88,18 +93,28 @@ def with_trailer(patch: PatchFile) -> bytes:
     return raw[:body_end] + TRAILER + patch.name.encode() + b"\n" + raw[body_end:]
 
 
-def read_state(tree: Path) -> dict | None:
+def load_state(tree: Path) -> tuple[dict | None, str | None]:
+    """(state, None), (None, None) when there is none, or (None, why) when it is damaged."""
     f = tree / ".git" / STATE
+    if not f.exists():
+        return None, None
     try:
-        return json.loads(f.read_text())
-    except (OSError, ValueError):
-        return None
+        state = json.loads(f.read_text())
+    except (OSError, ValueError) as e:
+        return None, f"{type(e).__name__}: {str(e)[:80]}"
+    if not isinstance(state, dict) or not {"tip", "base", "fingerprint"} <= state.keys():
+        return None, "missing keys"
+    return state, None
+
+
+def read_state(tree: Path) -> dict | None:
+    return load_state(tree)[0]
 
 
 def write_state(tree: Path, state: dict) -> None:
     f = tree / ".git" / STATE
     f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps(state, indent=1))
+    write_atomic(f, json.dumps(state, indent=1))
 
 
 def adopt_tree(stack_cfg: StackConfig, tree: Path) -> None:
@@ -119,14 +134,8 @@ def adopt_tree(stack_cfg: StackConfig, tree: Path) -> None:
 
 def tree_is_pristine(tree: Path, state: dict) -> tuple[bool, str]:
     """True when the tree still is exactly what we built (so replacing it loses nothing)."""
-    g = Git(tree)
-    head = g.rev("HEAD")
-    if head != state.get("tip"):
-        return False, f"HEAD moved from {str(state.get('tip'))[:12]} to {str(head)[:12]} (new commits?)"
-    st = g.out("status", "--porcelain")
-    if st:
-        return False, f"uncommitted changes ({len(st.splitlines())} paths)"
-    return True, ""
+    lost = local_work(tree, state)
+    return (not lost), "; ".join(lost)
 
 
 def _probe_against_head(g: Git, patch: PatchFile) -> str:
@@ -191,6 +200,12 @@ def build_tree(
     progress: Progress = None,
 ) -> ApplyResult:
     """Build OUT/<name> (default: the stack name) with the first `upto` patches (default: all)."""
+    with stack_lock(stack_cfg):
+        return _build_tree(stack_cfg, out, cache=cache, name=name, upto=upto, threeway=threeway,
+                           source_kind=source_kind, force=force, base=base, progress=progress)
+
+
+def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, force, base, progress) -> ApplyResult:
     t0 = time.monotonic()
     cache = cache or Cache.default()
     name = name or stack_cfg.label  # OUT/vllm, or OUT/vllm@v0.33.0 for a further release
@@ -205,24 +220,27 @@ def build_tree(
         target = outdir.tree(name)
         if target.exists():
             incremental.recover(target, write_state, force=force)
-        state = read_state(target) if target.exists() else None
+        notes = list(outdir.notes)
+        state, damaged = load_state(target) if target.exists() else (None, None)
         if state:
-            pristine, why = tree_is_pristine(target, state)
-            if pristine and state.get("fingerprint") == fp:
+            lost = local_work(target, state)
+            if not lost and state.get("fingerprint") == fp:
                 return ApplyResult(stack_cfg.name, target, "noop", state["base"], state["source"],
                                    [tuple(c) for c in state["commits"]], time.monotonic() - t0,
-                                   note="nothing changed (same base, same patch bytes)")
-            if not pristine and not force:
+                                   note="; ".join(notes + ["nothing changed (same base, same patch bytes)"]))
+            if lost and not force:
                 raise Dsv4Error(
-                    f"{target}: {why}; re-applying would discard them",
-                    hint=f"run `dsv4-patch export {stack_cfg.name}` to keep them, or pass --force",
+                    f"{target}: re-applying would lose {'; '.join(lost)}",
+                    hint=keep_work_hint(stack_cfg.name, target),
                 )
-            if pristine:
+            if not lost:
                 res = _apply_incrementally(stack_cfg, target, state, sub, fp, fp_source, upto, base, t0, progress)
                 if res:
                     return res
-        elif target.exists() and not force:
+        elif target.exists() and not force and not damaged:
             raise Dsv4Error(f"{target} exists and was not built by dsv4-patch", hint="choose another --out or pass --force")
+        if target.exists() and (n := ignored_count(target)):
+            notes.append(f"discarded {n} ignored file{'s' if n > 1 else ''} (build outputs) of the previous tree")
         base = base or materialize(stack_cfg, cache, kind=source_kind, progress=progress)
         say(progress, f"{stack_cfg.name}: base {base.commit[:12]} from {base.source}" + (f" ({base.note})" if base.note else ""))
         staging = outdir.new_staging(name)
@@ -230,6 +248,8 @@ def build_tree(
         g.run("clone", "--quiet", "--no-checkout", "--local", str(base.git_dir), ".")
         g.run("remote", "remove", "origin")
         g.run("update-ref", BASE_REF, base.commit)
+        refs = ref_snapshot(g, f"dsv4/{stack_cfg.name}")
+        log = ""
         if patches:
             say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
         failed = _make_commits(g, staging, base.commit, patches, threeway, f"dsv4/{stack_cfg.name}",
@@ -250,15 +270,41 @@ def build_tree(
                                    [f.path for f in p.files])
             failure.failed_tree = str(outdir.keep_failed(name, staging))
             raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
+        try:
+            verify_commits(g, patches, commits, log)
+        except ConflictError as e:
+            e.report.failed_tree = str(outdir.keep_failed(name, staging))
+            raise
+        if damaged and not force:
+            _refuse_unless_same(target, g, damaged)
+        if damaged:
+            notes.append(f"{target / '.git' / STATE} was damaged ({damaged}); the tree was rebuilt")
         state = {"fingerprint": fp, "fingerprint_source": fp_source,
                  "base": base.commit, "source": base.source, "tip": g.rev("HEAD"),
-                 "commits": commits, "stack": stack_cfg.name, "upto": upto,
+                 "commits": commits, "stack": stack_cfg.name, "upto": upto, "pin": stack_cfg.commit,
+                 "label": stack_cfg.label, "refs": refs,
                  "made": incremental.made_record([p.name for p in patches], [p.raw for p in patches], commits),
                  "reuse_key": incremental.reuse_key(stack_cfg, fp_source, base.commit)}
         write_state(staging, state)
         outdir.swap_in(name, staging)
         return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,
-                           time.monotonic() - t0, note=base.note)
+                           time.monotonic() - t0, note="; ".join(filter(None, [base.note, *notes])))
+
+
+def _refuse_unless_same(target: Path, built: Git, damaged: str) -> None:
+    """A tree whose state.json is damaged may be replaced only by the identical tree (the same
+    commits, nothing uncommitted, no work in progress, no refs beyond the build's)."""
+    from .localwork import operation_in_progress
+
+    t = Git(target)
+    same = (t.rev("HEAD") == built.rev("HEAD") and not t.out("status", "--porcelain")
+            and not operation_in_progress(target)
+            and set(ref_snapshot(t, "")) - {"refs/heads/" + t.out("branch", "--show-current")}
+            <= set(ref_snapshot(built, "")))
+    if not same:
+        raise Dsv4Error(f"{target / '.git' / STATE}: damaged ({damaged}), and the tree differs from what the "
+                        "patch files give (your commits or edits?)",
+                        hint="keep them with `dsv4-patch export --tree` after fixing, or pass --force to replace the tree")
 
 
 def _make_commits(g: Git, staging: Path, base_commit: str, patches: list[PatchFile], threeway: bool,
@@ -321,8 +367,10 @@ def _apply_incrementally(stack_cfg: StackConfig, target: Path, state: dict, sub:
         say(progress, f"{stack_cfg.name}: rebuilding ({sub.patches[k + len(new)].name}: {why})")
         return None
     commits = kept + list(zip(names[k:], new))
+    verify_commits(g, sub.patches[k:], list(zip(names[k:], new)))  # objects only: the tree is not switched yet
     tip = commits[-1][1] if commits else base_commit
     new_state = {**state, "fingerprint": fp, "fingerprint_source": fp_source, "tip": tip,
+                 "pin": stack_cfg.commit, "label": stack_cfg.label,
                  "commits": [list(c) for c in commits], "upto": upto,
                  "made": incremental.made_record(names, raws, commits), "reuse_key": key}
     incremental.switch_in_place(target, state["tip"], tip, f"dsv4/{stack_cfg.name}", new_state, write_state)
@@ -337,6 +385,9 @@ def _refuse_unsafe(stack_cfg: StackConfig, patches: list[PatchFile]) -> None:
     from .lint import unsafe_path, symlink_escapes
 
     for p in patches:
+        if p.filename_trailer is not None:
+            raise PatchFormatError(f"{stack_cfg.patch_dir / p.name}: holds a Patch-Filename: line",
+                                   hint="delete it; apply adds it and export removes it (`dsv4-patch check` says the same)")
         for fd in p.files:
             for path in fd.paths:
                 why = unsafe_path(path)

@@ -32,10 +32,11 @@ from ..config import Project, StackConfig, load_project
 from ..errors import EXIT_CONFLICT, EXIT_OK, Dsv4Error, SourceError, UsageError
 from ..exporter import export_stack, render_patches, strip_trailer
 from ..gitcmd import Git
+from ..locks import stack_lock
 from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
 from ..pinning import set_keys
-from ..regress import bound_tests, run_pytest, summarize, tree_env
+from ..regress import RegressReport, bound_tests, run_pytest, summarize, tree_env
 from ..series import render_series, series_header
 from ..sources import Cache, Progress, materialize
 from ..sources.base import say
@@ -200,6 +201,8 @@ def _range_diff(tree: Path, old_base, old_tree: Path | None) -> str:
     if old_tree is None:
         return "(no range-diff: the stack does not apply at its own pin)"
     g = Git(tree)
+    if g.rev("HEAD") == g.rev(BASE_REF) and Git(old_tree).rev("HEAD") == old_base.commit:
+        return "(no range-diff: the stack carries no patches)"  # git range-diff refuses two empty ranges
     r = g.run("range-diff", "--no-color", f"{old_base.commit}..{Git(old_tree).rev('HEAD')}",
               f"{BASE_REF}..HEAD", check=False)
     return r.out if r.rc == 0 else f"(range-diff failed: {r.err.strip()})"
@@ -248,7 +251,7 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
         t0 = time.monotonic()
         rc, outcomes = run_pytest(project.root, nodes, tree_env({cfg.name: (tree, base.tree)}))
         res = summarize([(cfg.name, patches)], outcomes)
-        ok = all(r.outcome in ("passed", "skipped") for r in res)
+        ok = RegressReport(res, 0.0, rc).ok  # skipped = not verified, not failed
         return {"ok": ok, "pytest_rc": rc, "seconds": round(time.monotonic() - t0, 2),
                 "patches": [r.to_dict() for r in res]}
     except Dsv4Error as e:
@@ -258,6 +261,19 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
 def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False, opts: BumpOptions | None = None,
          cache: Cache | None = None, progress: Progress = None) -> BumpReport:
     t0 = time.monotonic()
+    with stack_lock(project.stack(stack)):  # export, apply, bump and pin of a stack: one at a time
+        rep, regress_step = _bump(project, stack, ref, latest=latest, opts=opts, cache=cache, progress=progress)
+    if regress_step is not None:  # outside the lock: the tests may build trees of this stack themselves
+        rep.regress = regress_step()
+        rep.seconds = time.monotonic() - t0
+    return rep
+
+
+def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: BumpOptions | None,
+          cache: Cache | None, progress: Progress):
+    """The bump itself, under the stack lock; returns the report and its regression step (or None)."""
+    t0 = time.monotonic()
+    regress_step = None
     opts = opts or BumpOptions()
     cache = cache or Cache.default()
     cfg = project.stack(stack)
@@ -322,14 +338,15 @@ def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False,
             write_into(opts.into, cfg, refreshed)
             rep.written_to = str(opts.into)
         else:
-            export_stack(cfg, tree)
+            export_stack(cfg, tree, remove=True)  # bump's own tree; dropping upstreamed patches was asked for
             rep.written_to = str(cfg.patch_dir)
             rep.pin = update_pin(project, cfg, target)
         if opts.regress:
-            say(progress, f"{stack}: regression tests on {target.label}")
-            rep.regress = _regress(project, cfg, opts, out, tree, target, cache, refreshed, progress)
+            def regress_step():
+                say(progress, f"{stack}: regression tests on {target.label}")
+                return _regress(project, cfg, opts, out, tree, target, cache, refreshed, progress)
     rep.seconds = time.monotonic() - t0
-    return rep
+    return rep, regress_step
 
 
 def record_resolutions(project: Project, stack: str, *, out: Path | None = None) -> list[dict]:

@@ -44,7 +44,9 @@ def bump_markdown(rep: BumpReport) -> str:
     for i, o in enumerate(rep.outcomes, 1):
         sem = rep.verdict(o.patch)
         lines.append(f"| {i} | `{o.patch}` | {o.status} | {sem.verdict if sem else 'not run'} | {_detail(o) or '-'} |")
-    if rep.semantic is not None:
+    if not rep.outcomes:
+        lines.append("| - | (0 patches in series: nothing to carry forward) | - | - | - |")
+    if rep.semantic:
         lines += ["", "## Semantic verdicts (intent tests on the pristine new upstream, without the patch)", ""]
         for s in rep.semantic:
             lines.append(f"- `{s.patch}`: **{s.verdict}** — {s.reason}")

@@ -1,38 +1,38 @@
 """`sdist` / `wheel` sources: a release archive from a PEP 503/691 index, imported as one commit.
 
 - Downloaded directly from the index's file URL (never `pip download`, which builds sdist metadata).
-- sha256 verified against the pin before anything is extracted.
-- Extracted safely: no member escapes the target, no device files or fifos, no ownership kept,
-  symlinks only when they stay inside the tree.
+- sha256 verified against the pin before anything is read.
+- Never extracted: the members stream into one `git fast-import` (streamimport.py), after the rules
+  of members.py (no member escapes the tree or lies under a link, every link resolves inside the
+  tree, no duplicates, no devices, fifos or hard links, no ownership kept).
 - Optionally re-rooted (the SGLang wheel's `sglang/...` is the repo's `python/sglang/...`) and cut
   to the members matching `include` (DeepGEMM as vendored in the vLLM wheel: only
   `vllm/third_party/deep_gemm/*`); an archive in which `include` matches nothing is refused.
 - Imported as one deterministic commit (fixed author, committer and dates), so the same archive
   always gives the same commit hash; the blob ids equal the upstream repo's, so patches made on
-  the git repo apply and 3-way merge here.
+  the git repo apply and 3-way merge here. The tree is the one `git add -A` of a safe extraction
+  gives (tested against `tar -x` + `git add`), so imports cached before streaming stay valid.
 - Where the archive records its commit id (vLLM's `__commit_id__`), it must match the pin.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
 import re
 import shutil
-import stat
-import tarfile
 import tempfile
 import time
 import urllib.request
-import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..config import SourceSpec, StackConfig
 from ..errors import SourceError
 from ..gitcmd import Git, init_repo
 from .base import BaseTree, Cache, Progress, say
+from .members import read_members
+from .streamimport import StreamImport
 
 IMPORT_AUTHOR = {
     "GIT_AUTHOR_NAME": "dsv4-patch import",
@@ -117,108 +117,12 @@ def download(package: str, filename: str, sha256: str | None, cache: Cache, prog
     return dest, f"downloaded {mb:.1f} MB in {time.monotonic() - t0:.1f} s"
 
 
-def _target(name: str, strip: str | None, reroot: dict, exclude: list[str], archive: str,
-            include: list[str] = ()) -> str | None:
-    """Where an archive member lands (relative posix path), or None to skip it; refuses escapes."""
-    p = PurePosixPath(name.replace("\\", "/"))
-    if p.is_absolute() or ".." in p.parts or (p.parts and p.parts[0].endswith(":")):
-        raise SourceError(f"{archive}: member {name!r} escapes the target directory", hint="refusing this archive")
-    parts = [x for x in p.parts if x not in ("", ".")]
-    if strip:
-        if not parts or parts[0] != strip:
-            return None
-        parts = parts[1:]
-    if not parts:
-        return None
-    rel = "/".join(parts)
-    if include and not any(fnmatch.fnmatch(rel, pat) for pat in include):
-        return None
-    if any(fnmatch.fnmatch(rel, pat) for pat in exclude):
-        return None
-    if parts[0] == ".git":
-        raise SourceError(f"{archive}: member {name!r} writes into .git", hint="refusing this archive")
-    for old, new in reroot.items():
-        if rel.startswith(old):
-            return new + rel[len(old):]
-    return rel
-
-
-def _check_link(rel: str, target: str, archive: str) -> None:
-    if target.startswith("/") or ".." in PurePosixPath(os.path.normpath(str(PurePosixPath(rel).parent / target))).parts:
-        raise SourceError(f"{archive}: symlink {rel} -> {target} points outside the tree", hint="refusing this archive")
-
-
-def extract(archive: Path, dest: Path, *, strip: str | None, reroot: dict, exclude: list[str],
-            include: list[str] = ()) -> int:
-    """Safe extraction: only regular files, directories and in-tree symlinks; no owners, no modes
-    but the executable bit (all git keeps). Returns the number of files written."""
-    count = 0
-
-    def write(rel: str, data_src, executable: bool):
-        nonlocal count
-        out = dest / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "wb") as f:
-            shutil.copyfileobj(data_src, f, 1 << 20)
-        os.chmod(out, 0o755 if executable else 0o644)
-        count += 1
-
-    if archive.name.endswith((".tar.gz", ".tgz", ".tar")):
-        with tarfile.open(archive) as tf:
-            for m in tf:
-                rel = _target(m.name, strip, reroot, exclude, archive.name, include)
-                if rel is None:
-                    continue
-                if m.isdir():
-                    continue
-                if m.issym():
-                    _check_link(rel, m.linkname, archive.name)
-                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                    os.symlink(m.linkname, dest / rel)
-                    count += 1
-                elif m.isfile():
-                    write(rel, tf.extractfile(m), bool(m.mode & 0o111))
-                else:
-                    kind = "hard link" if m.islnk() else "device/fifo/special"
-                    raise SourceError(f"{archive.name}: member {m.name!r} is a {kind}", hint="refusing this archive")
-    else:
-        with zipfile.ZipFile(archive) as zf:
-            for info in zf.infolist():
-                rel = _target(info.filename, strip, reroot, exclude, archive.name, include)
-                if rel is None or info.is_dir():
-                    continue
-                mode = info.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    target = zf.read(info).decode()
-                    _check_link(rel, target, archive.name)
-                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                    os.symlink(target, dest / rel)
-                    count += 1
-                    continue
-                with zf.open(info) as src:
-                    write(rel, src, bool(mode & 0o111))
-    return count
-
-
-def commit_tree(repo: Git, tree_dir: Path, message: str) -> str:
-    """Commit `tree_dir` as a root commit with fixed identities and dates (deterministic hash)."""
-    index = repo.path / "dsv4-import.index"
-    env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(tree_dir), **IMPORT_AUTHOR}
-    try:
-        repo.run("--work-tree", str(tree_dir), "add", "-A", "--force", ".", env=env)
-        tree = repo.out("write-tree", env=env)
-    finally:
-        if index.exists():
-            index.unlink()
-    return repo.out("commit-tree", tree, "-m", message, env=IMPORT_AUTHOR)
-
-
-def recorded_commit(tree_dir: Path, commit_file: str) -> str | None:
-    f = tree_dir / commit_file
-    if not f.exists():
+def recorded_commit(text: bytes | None) -> str | None:
+    """The commit id setuptools-scm wrote into the archive's version file, if any."""
+    if text is None:
         return None
     # setuptools-scm writes `__commit_id__ = commit_id = 'g6e448d0ea'` (after a type annotation line)
-    m = re.search(r"^__commit_id__\s*=\s*(?:\w+\s*=\s*)*['\"]g?([0-9a-f]{6,40})['\"]", f.read_text(errors="replace"), re.M)
+    m = re.search(r"^__commit_id__\s*=\s*(?:\w+\s*=\s*)*['\"]g?([0-9a-f]{6,40})['\"]", text.decode("utf-8", "replace"), re.M)
     return m.group(1) if m else None
 
 
@@ -260,35 +164,32 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     archive, note = download(package, filename, sha256, cache, progress)
     sha256 = sha256 or sha256_of(archive)
     work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
+    commit_file = spec.get("commit_file")
     try:
-        tree = work / "tree"
-        tree.mkdir()
-        say(progress, f"extracting {filename}")
-        n = extract(archive, tree, strip=strip, reroot=reroot, exclude=exclude, include=include)
-        if n == 0 and include:
-            raise SourceError(f"{filename}: no member matches include {include}",
-                              hint="this archive does not carry that folder; check the version or 'include'")
-        if n == 0:
-            raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
-        want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
-        got = None
-        if spec.get("commit_file"):
-            got = recorded_commit(tree, spec.get("commit_file"))
-            if got is None:
-                raise SourceError(f"{filename}: {spec.get('commit_file')} records no __commit_id__")
-            if want and HEXLIKE.fullmatch(want) and not (want.startswith(got) or got.startswith(want)):
-                raise SourceError(
-                    f"{filename} was built from commit {got}, the pin says {want}",
-                    hint="refusing a mismatched archive; fix the pin or the archive",
-                )
-        say(progress, f"importing {n} files as one commit")
+        say(progress, f"importing {filename}")
         staging = work / "repo.git"
-        g = init_repo(staging, bare=True)
-        recorded = f"recorded-commit: {got}\n" if got else ""
-        sha = commit_tree(g, tree, f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}")
-        g.run("update-ref", "refs/dsv4/import", sha)
-        g.run("repack", "-a", "-d", "-q")
-        g.run("prune-packed")
+        with StreamImport(init_repo(staging, bare=True), filename) as imp:
+            for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude, include=include):
+                imp.add(m, chunks, keep=m.path == commit_file)
+            if imp.count == 0 and include:
+                raise SourceError(f"{filename}: no member matches include {include}",
+                                  hint="this archive does not carry that folder; check the version or 'include'")
+            if imp.count == 0:
+                raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
+            want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
+            got = None
+            if commit_file:
+                got = recorded_commit(imp.kept.get(commit_file))
+                if got is None:
+                    raise SourceError(f"{filename}: {commit_file} records no __commit_id__")
+                if want and HEXLIKE.fullmatch(want) and not (want.startswith(got) or got.startswith(want)):
+                    raise SourceError(
+                        f"{filename} was built from commit {got}, the pin says {want}",
+                        hint="refusing a mismatched archive; fix the pin or the archive",
+                    )
+            recorded = f"recorded-commit: {got}\n" if got else ""
+            sha = imp.commit("refs/dsv4/import", f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}",
+                             IMPORT_AUTHOR)
         if repo_path.exists():
             shutil.rmtree(repo_path)
         os.replace(staging, repo_path)

@@ -1,13 +1,26 @@
 """`bump deepgemm 2.8.1` for real, from PyPI (the DeepGEMM vendored in the vLLM 0.33.0 wheel), and the
 docs/bumps page agreeing with what it reports.
 
+Three bumps onto the same real 2.8.1 tree:
+- the stack as it is (no patches since the NVFP4 building blocks were dropped): the tree is imported and
+  recorded, the report says there is nothing to carry, nothing is written;
+- the stack as it was at HISTORICAL (the last commit carrying the two patches), rebuilt from git history
+  into a scratch project with the tests it carried: its verdicts must equal the page's table, the record of
+  why the patches were not worth carrying to 2.8.1 either. Skips, with the reason, in a clone without that
+  history (a shallow checkout);
+- synthetic patches against the real tree: one wholly outside the partial tree (`outside`), one whose
+  intent test already passes on 2.8.1 (`fixed-upstream`), one whose intent test fails there (`needed`).
+
 Runs without GitHub: the wheel comes from the package index (sha256 pinned in patches/stacks.toml) or the
 archive cache; the 54e2261 pin is used where it can be fetched (DSV4_DEEPGEMM_GIT_MIRROR) and the bump
 carries on without it otherwise. Skips, with the reason, only when the wheel cannot be had."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -16,12 +29,18 @@ from dsv4_patch.bump import BumpOptions, bump
 from dsv4_patch.bump.report import bump_markdown
 from dsv4_patch.config import load_project
 from dsv4_patch.errors import SourceError
+from dsv4_patch.gitcmd import Git
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "bumps" / "deepgemm-54e2261-to-2.8.1.md"
 ROW = re.compile(r"^\| `([^`]+\.patch)` \| (\w[\w-]*) \| ([^|]*) \| ([\w-]+) \|", re.M)
+# the last commit whose patches/deepgemm carried the two NVFP4 patches (docs/patches/deepgemm-nvfp4.md)
+HISTORICAL = "a926e982d736f8a968c03f42fd292b39c05a7fea"
+# what a scratch project needs of it: the stack, the tests its patches bind, the oracle those tests import
+HISTORICAL_PATHS = ("patches/stacks.toml", "patches/deepgemm", "tests/conftest.py", "tests/regress/deepgemm",
+                    "kernels/__init__.py", "kernels/nvfp4", "pyproject.toml")
 
 
 def _doc_rows() -> dict[str, tuple[str, list[str], str]]:
@@ -30,39 +49,81 @@ def _doc_rows() -> dict[str, tuple[str, list[str], str]]:
     return {m[0]: (m[1], re.findall(r"`([^`]+)`", m[2]), m[3]) for m in ROW.findall(table)}
 
 
-# the compile probe's skips (tests/regress/deepgemm/_cuda_tools.py): no verdict where the CUDA tools are missing
+# the compile probe's skips (the historical tests/regress/deepgemm/_cuda_tools.py): no verdict without CUDA tools
 TOOL_SKIPS = ("nvcc not found", "cuobjdump not found", "nvdisasm not found", "CUTLASS headers unavailable")
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    project = load_project(ROOT)
-    out = tmp_path_factory.mktemp("dgbump")
+def _bump(project_root: Path, out: Path):
     try:
-        return bump(project, "deepgemm", "2.8.1", opts=BumpOptions(regress=False, out=out))
+        return bump(load_project(project_root), "deepgemm", "2.8.1", opts=BumpOptions(regress=False, out=out))
     except SourceError as e:
         pytest.skip(f"DeepGEMM 2.8.1 (vLLM 0.33.0 wheel) unreachable here: {e.one_line()}")
 
 
-def test_report_and_docs_agree(report):
+# ------------------------------------------------------------------ the stack as it is: no patches
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    return _bump(ROOT, tmp_path_factory.mktemp("dgbump"))
+
+
+def test_empty_stack_reports_the_tree_and_nothing_to_carry(report):
+    assert report.outcomes == [] and report.semantic == []
+    assert report.status == "partial" and report.exit_code == 3  # a partial tree: never exported or pinned
+    assert report.new["partial"] == ["deep_gemm/", "third-party/cutlass/include/"]
+    md = bump_markdown(report)
+    assert "0 patches in series" in md and "range-diff failed" not in md
+
+
+def test_the_imported_tree_is_deepgemm_2_8_1_with_nvfp4(report):
+    tree = Path(report.tree)
+    assert "__version__ = '2.8.1'" in (tree / "deep_gemm/__init__.py").read_text()
+    # what the page says 2.8.1 provides: the NVFP4 MegaMoE kernel and the block16 MMA spelling
+    assert (tree / "deep_gemm/include/deep_gemm/impls/sm100_nvfp4_mega_moe.cuh").is_file()
+    assert "kind::mxf4nvf4.block_scale.block16" in (tree / "deep_gemm/include/deep_gemm/ptx/nvfp4.cuh").read_text()
+    assert not (tree / "csrc").exists()
+
+
+def test_docs_record_the_tree(report):
+    text = DOC.read_text()
+    cfg = load_project(ROOT).stack("deepgemm").raw["targets"][0]
+    assert cfg["sha256"] in text and cfg["filename"] in text
+    assert report.new["commit"] in text  # the import commit is deterministic: same wheel, same commit
+    assert HISTORICAL[:7] in text
+
+
+def test_nothing_written(report):
+    assert report.written_to is None and report.pin == {}
+
+
+# ------------------------------------------------------------------ the stack as it was at HISTORICAL
+@pytest.fixture(scope="module")
+def historical(tmp_path_factory):
+    git = Git(ROOT)
+    if git.run("cat-file", "-e", f"{HISTORICAL}^{{commit}}", check=False).rc != 0:
+        pytest.skip(f"commit {HISTORICAL[:12]} (the stack with its two patches) is not in this clone's history")
+    proj = tmp_path_factory.mktemp("dg-historical")
+    tarfile.open(fileobj=io.BytesIO(git.raw("archive", HISTORICAL, *HISTORICAL_PATHS))).extractall(proj)
+    return _bump(proj, proj / "build")
+
+
+def test_historical_stack_report_and_docs_agree(historical):
     rows = _doc_rows()
-    assert [o.patch for o in report.outcomes] == list(rows), "the docs table lists other patches than the stack"
-    for o in report.outcomes:
+    assert [o.patch for o in historical.outcomes] == list(rows), "the docs table lists other patches than the stack"
+    for o in historical.outcomes:
         status, outside, semantic = rows[o.patch]
         assert o.status == status, o.patch
         assert o.outside == outside, o.patch
-        got = report.verdict(o.patch)
+        got = historical.verdict(o.patch)
         if got.verdict == "untestable" and any(t in got.reason for t in TOOL_SKIPS):
             assert semantic == "fixed-upstream", o.patch  # only the compile probe needs those tools
             continue  # the compile probe needs CUDA tools this machine lacks: no verdict, and it says so
         assert got.verdict == semantic, (o.patch, got.reason)
-    assert report.status == "conflicts" and report.exit_code == 3
-    assert report.new["partial"] == ["deep_gemm/", "third-party/cutlass/include/"]
+    assert historical.status == "conflicts" and historical.exit_code == 3
 
 
-def test_markdown_report_rows_match_the_docs(report):
+def test_historical_markdown_report_rows_match_the_docs(historical):
     """The report a person reads (build/deepgemm.bump-report.md) says what the docs page says."""
-    md = bump_markdown(report)
+    md = bump_markdown(historical)
     for name, (status, outside, semantic) in _doc_rows().items():
         row = next(ln for ln in md.splitlines() if f"| `{name}` |" in ln)
         cells = [c.strip() for c in row.strip("|").split("|")]
@@ -71,12 +132,78 @@ def test_markdown_report_rows_match_the_docs(report):
         assert all(f"`{f}`" in cells[4] for f in outside)
 
 
-def test_docs_record_the_tree(report):
-    text = DOC.read_text()
-    cfg = load_project(ROOT).stack("deepgemm").raw["targets"][0]
-    assert cfg["sha256"] in text and cfg["filename"] in text
-    assert report.new["commit"] in text  # the import commit is deterministic: same wheel, same commit
+# ------------------------------------------------------------------ synthetic patches, real 2.8.1 tree
+INTENT_TESTS = '''
+import os
+from pathlib import Path
+
+def tree():
+    return Path(os.environ["DSV4_TREE_DEEPGEMM"])
+
+def test_headers_issue_the_nvfp4_mma_on_block16():
+    hits = [h for h in (tree() / "deep_gemm/include").rglob("*.cuh")
+            if "kind::mxf4nvf4.block_scale.block16" in h.read_text(errors="replace")]
+    assert hits, "no header issues tcgen05.mma kind::mxf4nvf4 .block16"
+
+def test_host_api_transforms_ue4m3_block16():
+    assert "kFloat8_e4m3fn and gran_k == 16" in (tree() / "csrc/apis/layout.hpp").read_text()
+
+def test_facade_exports_a_ue4m3_mn_major_packing():
+    assert "get_mn_major_tma_aligned_packed_ue4m3" in (tree() / "deep_gemm/_C.py").read_text()
+'''
 
 
-def test_nothing_written(report):
-    assert report.written_to is None and report.pin == {}
+def _new_file_patch(path: str, subject: str, regression_test: str) -> str:
+    """A patch adding a one-line file, as `git format-patch` writes it (the blob id is git's)."""
+    body = b"synthetic\n"
+    blob = hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest()[:7]
+    return (f"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+            f"From: Pat Cher <pat@example.com>\nDate: Sun, 1 Feb 2026 00:00:00 +0000\nSubject: [PATCH] {subject}\n\n"
+            f"Why: a synthetic patch for the bump test.\n\nUpstream-Status: Pending\n"
+            f"Regression-Test: {regression_test}\nSigned-off-by: Pat Cher <pat@example.com>\n---\n"
+            f" {path} | 1 +\n 1 file changed, 1 insertion(+)\n create mode 100644 {path}\n\n"
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..{blob}\n--- /dev/null\n"
+            f"+++ b/{path}\n@@ -0,0 +1 @@\n+synthetic\n-- \n2.43.0\n\n")
+
+
+def _deepgemm_tables(toml: str) -> str:
+    """patches/stacks.toml's deepgemm tables only (the scratch project has no other stack)."""
+    keep, out = False, []
+    for line in toml.splitlines():
+        if line.startswith("["):
+            keep = re.match(r"\[\[?stacks\.deepgemm[\].]", line) is not None
+        if keep:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    proj = tmp_path_factory.mktemp("dg-synthetic")
+    (proj / "patches/deepgemm").mkdir(parents=True)
+    (proj / "patches/stacks.toml").write_text(_deepgemm_tables((ROOT / "patches/stacks.toml").read_text()))
+    (proj / "tests").mkdir()
+    (proj / "tests/test_dg_intent.py").write_text(INTENT_TESTS)
+    intent = "tests/test_dg_intent.py::"
+    patches = {
+        "host-only.patch": ("csrc/dsv4_synthetic.hpp", "Host only", intent + "test_host_api_transforms_ue4m3_block16"),
+        "mma.patch": ("deep_gemm/dsv4_mma.txt", "MMA", intent + "test_headers_issue_the_nvfp4_mma_on_block16"),
+        "layout.patch": ("deep_gemm/dsv4_layout.txt", "Layout", intent + "test_facade_exports_a_ue4m3_mn_major_packing"),
+    }
+    for name, args in patches.items():
+        (proj / "patches/deepgemm" / name).write_text(_new_file_patch(*args))
+    (proj / "patches/deepgemm/series").write_text("\n".join(patches) + "\n")
+    return _bump(proj, proj / "build")
+
+
+def test_synthetic_patches_get_outside_fixed_upstream_and_needed(synthetic):
+    status = {o.patch: o.status for o in synthetic.outcomes}
+    assert status["host-only.patch"] == "outside"     # csrc/ is not in the partial tree: not a conflict
+    assert status["mma.patch"] == status["layout.patch"] == "clean"
+    verdict = {p: synthetic.verdict(p).verdict for p in status}
+    assert verdict["mma.patch"] == "fixed-upstream"   # 2.8.1's ptx/nvfp4.cuh issues .block16
+    assert verdict["layout.patch"] == "needed"        # 2.8.1 packs UE4M3 its own way, no MN-major helper
+    assert verdict["host-only.patch"] == "outside"     # its test reads csrc/: this tree cannot say, never "fixed"
+    md = bump_markdown(synthetic)
+    assert "## Proposed for removal" in md and "`mma.patch`" in md.split("## Proposed for removal")[1]
+    assert synthetic.written_to is None and synthetic.exit_code == 3

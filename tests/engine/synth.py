@@ -128,8 +128,8 @@ class Env:
         author_commit(tree, files, subject, body, **kw)
         export_stack(self.stack, tree)
 
-    def export(self, check=False):
-        return export_stack(self.stack, self.out / "demo", check=check)
+    def export(self, check=False, remove=()):
+        return export_stack(self.stack, self.out / "demo", check=check, remove=remove)
 
     def patch_bytes(self) -> dict[str, bytes]:
         d = self.root / "patches" / "demo"

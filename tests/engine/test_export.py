@@ -100,7 +100,11 @@ def test_export_removes_dropped_patches_and_keeps_series_header(env):
     env.author({"src/b.txt": numbered(30, "b").replace("b 3\n", "b three\n")}, "[DSV4] Bee")
     tree = env.out / "demo"
     git(tree, "reset", "-q", "--hard", "HEAD~1")
-    env.export()
+    with pytest.raises(Dsv4Error, match=r"would delete 1 patch file.*bee\.patch") as ei:
+        env.export()  # never without being told which
+    assert "--remove bee.patch" in ei.value.one_line()
+    assert sorted(env.patch_bytes()) == ["bee.patch", "series", "three.patch"]
+    env.export(remove=["bee.patch"])
     assert sorted(env.patch_bytes()) == ["series", "three.patch"]
     assert (env.root / "patches/demo/series").read_text() == "# demo series\nthree.patch\n"
 

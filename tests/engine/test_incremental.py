@@ -39,7 +39,7 @@ def write_series(env, series: list[tuple[str, dict]]) -> None:
     tree = build_tree(env.stack, env.tmp / f"scratch-{next(_scratch)}", cache=env.cache, upto=0).tree
     for subject, files in series:
         author_commit(tree, files, subject, "Why and how.\n\n" + META)
-    export_stack(env.stack, tree)
+    export_stack(env.stack, tree, remove=True)  # the whole series is replaced on purpose
 
 
 def full_rebuild(env):

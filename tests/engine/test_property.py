@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -60,3 +61,52 @@ def test_export_apply_export_is_a_fixed_point(commits):
         assert env.patch_bytes() == first
         # and the tree rebuilt from the patch files has exactly the edited content
         assert git(rebuilt.tree, "rev-parse", "HEAD^{tree}") == edited_tree
+
+
+# Commit messages: lines git am could misread are planted among random text (issue 11 item 6).
+MESSAGE_EDGES = [
+    "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001",
+    "From 1234567890abcdef1234567890abcdef12345678 Tue Jan 6 12:34:56 2026",
+    "From 1234567890abcdef1234567890abcdef12345678 is where it came from",
+    "From: Someone Else <x@example.com>", "Subject: another subject", "Date: Mon, 1 Jan 2001 00:00:00 +0000",
+    "---", "--- a/x", "----", "-- ", "diff --git a/x b/x", "Index: x", ">From quoted", "# not a comment",
+    "Patch-Filename: series", "Patch-Filename: ../../x.patch", "Signed-off-by: A <a@example.com>",
+    "    indented", "",
+]
+message_line = st.one_of(st.sampled_from(MESSAGE_EDGES), line_text)
+
+
+def _messages(tree: Path) -> list[str]:
+    out = git(tree, "log", "--reverse", "--format=%B%x00", "refs/dsv4/base..HEAD")
+    msgs = [m.strip("\n") for m in out.split("\0")][:-1]
+    return ["\n".join(ln for ln in m.split("\n") if not ln.startswith("Patch-Filename: ")).strip("\n") for m in msgs]
+
+
+@settings(max_examples=10 * int(os.environ.get("DSV4_FUZZ_SCALE", "1")), deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(line_text.filter(lambda s: s.strip() != ""), st.lists(message_line, max_size=5)),
+                min_size=1, max_size=2))
+def test_commit_messages_survive_export_and_apply_or_are_refused(commits):
+    from dsv4_patch.errors import Dsv4Error
+
+    with tempfile.TemporaryDirectory() as td:
+        env = Env(Path(td))
+        tree = env.apply().tree
+        for i, (subject, body) in enumerate(commits):
+            apply_edit(tree, ("add", "new/x.txt", i, f"edit {i}"))
+            author_commit(tree, {}, f"[DSV4] {subject}", "\n".join(body) + "\n")
+        wanted = _messages(tree)
+        edited_tree = git(tree, "rev-parse", "HEAD^{tree}")
+        try:
+            env.export()
+        except Dsv4Error as e:
+            assert "\n" not in e.one_line()
+            assert "message line" in e.message or "Patch-Filename" in e.message, e.message
+            assert env.patch_bytes() == {"series": b"# demo series\n"}  # refused before writing anything
+            return
+        first = env.patch_bytes()
+        rebuilt = env.rebuild()
+        assert git(rebuilt.tree, "rev-parse", "HEAD^{tree}") == edited_tree
+        assert _messages(rebuilt.tree) == wanted
+        env.export()
+        assert env.patch_bytes() == first

@@ -87,3 +87,27 @@ def test_pin_dry_run_reverifies_the_same_release(pypi, project):
     res = api.pin(project, "vllm", "v0.27.1", source="sdist", dry_run=True)
     assert res.changes["sources.sdist.sha256"][1] == "eec2d54d137ac1e59cb4c39226dfee1943eefc8f4788f5821d7300d6acbdb646"
     assert res.changes["commit"] == ("6e448d0ea", "6e448d0ea")
+
+
+def test_vllm_sdist_streams_to_the_tree_of_tar_x_and_git_add(pypi, project, tmp_path):
+    """The streaming import of the real 0.27.1 sdist (into a private cache) has the tree id that
+    `tar -x` + `git add -A` of the same archive gives: the recipe before streaming, and what the
+    cached imports and build trees were made from."""
+    import subprocess
+
+    from synth import git
+
+    cfg = only(project.stack("vllm"), "sdist")
+    spec = cfg.sources[0]
+    real, _ = archive.download("vllm", "vllm-0.27.1.tar.gz", spec.get("sha256"), Cache.default())
+    cache = Cache(tmp_path / "cache")
+    (cache.dir("archives") / real.name).symlink_to(real)
+    base = archive.materialize(cfg, spec, cache)
+    assert not any((cache.root / "tmp").iterdir())
+    out = tmp_path / "oracle"
+    out.mkdir()
+    subprocess.run(["tar", "-xzf", str(real), "--no-same-owner", "-C", str(out)], check=True)
+    env = {"GIT_DIR": str(tmp_path / "oracle.git"), "GIT_WORK_TREE": str(out / "vllm-0.27.1")}
+    git(tmp_path, "init", "-q", "--bare", str(tmp_path / "oracle.git"))
+    git(out, "add", "-A", "--force", ".", env=env)
+    assert Git(base.git_dir).out("rev-parse", f"{base.commit}^{{tree}}") == git(out, "write-tree", env=env).strip()

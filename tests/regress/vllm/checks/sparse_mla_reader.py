@@ -214,6 +214,15 @@ def validate_checks_triton_output():
             assert "query 1" in str(e) and "reference" in str(e), f"raised for another reason: {e}"
         else:
             raise AssertionError("VALIDATE=1 let a Triton output 3 % of max |K| off the reference pass")
+        nan_out = want.clone()
+        nan_out[0, 5, 7] = float("nan")  # err > bound is False for NaN: the compare must still fire
+        m._rocm_sparse_attn_decode_triton, _ = _triton_standin(lambda q: nan_out.clone())
+        try:
+            decode(q, swa, per_q)
+        except RuntimeError as e:
+            assert "query 0" in str(e) and "reference" in str(e), f"raised for another reason: {e}"
+        else:
+            raise AssertionError("VALIDATE=1 let a NaN in the Triton output pass the reference compare")
     finally:
         m._rocm_sparse_attn_decode_triton = orig
         os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
@@ -253,6 +262,8 @@ def validate_off_costs_nothing():
 
 
 NO_SPEC = types.SimpleNamespace(speculative_config=None)  # a vllm_config without speculative decoding
+# v0.33.0's builders answer ALWAYS with adaptive verification on; v0.27.1's do not read it.
+ADAPTIVE = types.SimpleNamespace(speculative_config=types.SimpleNamespace(enable_adaptive_verification=True))
 
 
 def _builders():
@@ -281,6 +292,8 @@ def host_sync_decode_disables_cudagraphs():
         os.environ[env] = "1"
         try:
             got = [b.get_cudagraph_support(NO_SPEC, None) for b in _builders()]
+            got_adaptive = [b.get_cudagraph_support(ADAPTIVE, None) for b in _builders()]
+            assert got_adaptive == [AttentionCGSupport.NEVER] * 2, f"{env}=1, adaptive: {got_adaptive}"
         finally:
             os.environ.pop(env, None)
         assert got == [AttentionCGSupport.NEVER] * 2, f"{env}=1: {got}"

@@ -29,12 +29,6 @@ def test_fallback_launcher_without_fp8(vllm_check):
     assert_ok(vllm_check(CHECK), "fallback_launcher_without_fp8")
 
 
-def test_fallback_applies_inverse_rope(vllm_check):
-    """That branch hands back inverse-RoPE'd rows when given positions (rocm_sparse_attn_decode
-    reports them rotated), matching an independent inverse GPT-J RoPE."""
-    assert_ok(vllm_check(CHECK), "fallback_applies_inverse_rope")
-
-
 def test_unpatched_tree_fails(vllm_check):
     res = vllm_check(CHECK, patched=False)
     assert_fails(res, "decode_kernel_without_fp8_matches_reference", "FP8 conversion is not supported")
@@ -42,4 +36,3 @@ def test_unpatched_tree_fails(vllm_check):
     assert_fails(res, "prefill_gather_without_fp8_matches_cast", "FP8 conversion is not supported")
     assert_fails(res, "manual_decode_only_on_gfx936", "gfx936")
     assert_fails(res, "fallback_launcher_without_fp8")
-    assert_fails(res, "fallback_applies_inverse_rope", "not rotated")
