@@ -19,7 +19,7 @@ from .config import Project, StackConfig, env_key, load_project
 from .errors import ConflictError, Dsv4Error, UsageError
 from .gitcmd import Git
 from .lint import Finding, lint_stack
-from .regress import RegressReport, bound_tests, run_pytest, summarize
+from .regress import RegressReport, bound_tests, missing_modules, require_pytest, run_pytest, summarize
 from .sources import Cache, Progress, materialize
 from .stack import load_stack
 from .tree import ApplyResult, PatchFailure, build_tree
@@ -43,11 +43,39 @@ def release_fields(cfg: StackConfig) -> dict:
 # ---------------------------------------------------------------- apply / export / check
 def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | None = None, out: Path | None = None,
           threeway: bool = True, source: str | None = None, force: bool = False,
-          progress: Progress = None) -> list[ApplyResult]:
+          progress: Progress = None, resume: bool = False) -> list[ApplyResult]:
     """Build every release of the named stacks (or those --release names): OUT/<stack> for the
-    primary release, OUT/<stack>@<tag> for each further one."""
-    return [build_tree(s, out_dir(project, out), threeway=threeway, source_kind=source, force=force, progress=progress)
-            for s in project.targets(stacks, releases)]
+    primary release, OUT/<stack>@<tag> for each further one. At a conflict, remembered resolutions
+    (patches/<stack>/resolutions) are tried; without one the ConflictError says how to resolve and
+    `--continue` (resume=True) finishes the stopped apply."""
+    from . import resolve
+
+    results = []
+    for s in project.targets(stacks, releases):
+        where = out_dir(project, out)
+        if resume:
+            results.append(resolve.continue_apply(s, where, root=project.root, progress=progress).apply)
+            continue
+        try:
+            results.append(build_tree(s, where, threeway=threeway, source_kind=source, force=force, progress=progress))
+        except ConflictError as e:
+            failed = getattr(e.report, "failed_tree", None)
+            if not failed or getattr(e.report, "kind", "") == "upstreamed":
+                raise
+            reused = resolve.reuse_after_conflict(s, where, Path(failed), root=project.root, progress=progress)
+            if reused is not None:
+                results.append(reused.apply)
+                continue
+            resolve.prepare_failed_tree(s, where, Path(failed))
+            e.hint = resolve.next_step_hint(s.label, failed)
+            raise
+    return results
+
+
+def abort_apply(project: Project, stack: str, *, out: Path | None = None) -> Path:
+    from . import resolve
+
+    return resolve.abort_apply(project.target(stack), out_dir(project, out))
 
 
 def ensure_tree(root: Path, stack: str, *, patched: bool = True, out: Path | None = None,
@@ -94,11 +122,16 @@ def export(project: Project, stack: str, *, release: str | None = None, out: Pat
     if not tree.exists():
         raise Dsv4Error(f"{tree}: no patched tree",
                         hint=f"run `dsv4-patch apply {cfg.label}` and commit your edits there first")
+    from .advice import export_refusal
+
     with stack_lock(cfg):
         why = exportable_problem(cfg, tree)
         if why:
             raise Dsv4Error(f"{tree}: refusing to export: {why}", hint="export writes the stack's patch files from a tree "
                             f"built by `dsv4-patch apply {cfg.label}` and edited there")
+        refused = export_refusal(tree) if (tree / ".git").exists() else None
+        if refused:
+            raise Dsv4Error(refused[0], hint=refused[1])
         return export_stack(cfg, tree, check=check, remove=remove)
 
 
@@ -309,6 +342,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     DSV4_RELEASE_<STACK> naming it. Results name the release by label (`vllm@v0.33.0`)."""
     t0 = time.monotonic()
     cfgs = project.targets(stacks, releases)
+    require_pytest()
     # an empty series binds no test: say so instead of fetching an upstream to test nothing on it
     empty = [c.label for c in cfgs if not load_stack(c).patches]
     cfgs = [c for c in cfgs if c.label not in empty]
@@ -320,6 +354,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     groups = [[c for c in cfgs if c.primary]] + [[c] for c in cfgs if not c.primary]
     results, rc = [], 0
     say_ = progress or (lambda m: None)
+    missing: dict[str, str] = {}
     for group in filter(None, groups):
         trees, stack_patches = [], []
         for cfg in group:
@@ -335,7 +370,8 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
                                    pytest_args=pytest_args, log=log)
         rc = rc or grc
         results += summarize(stack_patches, outcomes)
-    return RegressReport(results, time.monotonic() - t0, rc, no_patches=empty)
+        missing.update(missing_modules(outcomes))
+    return RegressReport(results, time.monotonic() - t0, rc, missing_modules=missing, no_patches=empty)
 
 
 def release_env(trees: list[tuple[StackConfig, Path, Path]]) -> dict[str, str]:
@@ -373,20 +409,40 @@ def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> 
                                       marker=marker, pytest_args=pytest_args, log=log) if nodes else (0, {})
             step = summarize([(cfg.label, patches[:k])], outcomes)
             if any(r.outcome in ("failed", "missing") for r in step):
-                return RegressReport(step, time.monotonic() - t0, rc, first_bad=(cfg.label, patches[k - 1].name))
+                return RegressReport(step, time.monotonic() - t0, rc, first_bad=(cfg.label, patches[k - 1].name),
+                                     missing_modules=missing_modules(outcomes))
             results = [r for r in results if r.stack != cfg.label] + step
     return RegressReport(results, time.monotonic() - t0, rc)
 
 
 # ---------------------------------------------------------------- pin
 def pin(project: Project, stack: str, ref: str, *, release: str | None = None, source: str | None = None,
-        cache: Cache | None = None, progress: Progress = None, dry_run: bool = False) -> PinResult:
+        cache: Cache | None = None, progress: Progress = None, dry_run: bool = False, check_applies: bool = True,
+        force: bool = False) -> PinResult:
     """Move the pin of the stack's primary release (or of `release`) to `ref` through the same
-    verification as apply."""
+    verification as apply. First checks that every patch still applies there (result on
+    `.applies`); a pin the stack would not apply at is refused (ConflictError naming the patches)
+    unless `force`, and only reported with dry_run."""
+    from .pincheck import check_pin
+
     cfg = project.target(stack, release)
+    verdict = None
+    if check_applies and not cfg.primary:  # bump rebases a stack's primary series
+        from .pincheck import PinCheck
+
+        verdict = PinCheck(ref, False, why_unchecked=f"`bump` checks the primary series; for {cfg.label} run "
+                                                     f"`dsv4-patch apply {cfg.label}` after the pin moves")
+    elif check_applies:
+        verdict = check_pin(project, cfg.name, ref, source=source, progress=progress)
+        if verdict.checked and not verdict.ok and not (dry_run or force):
+            raise ConflictError(f"{cfg.label}: pin not moved to {ref}: {verdict.summary()}",
+                                hint=f"`dsv4-patch bump {cfg.label} {ref}` rebases and refreshes the patches; "
+                                     "--force moves the pin anyway")
     with stack_lock(cfg):  # export, apply, bump and pin of one stack: one at a time
-        return pin_stack(project, cfg, ref, source=source, cache=cache or Cache.default(),
-                         progress=progress, dry_run=dry_run)
+        res = pin_stack(project, cfg, ref, source=source, cache=cache or Cache.default(),
+                        progress=progress, dry_run=dry_run)
+    res.applies = verdict
+    return res
 
 
 def build(project: Project, stack: str, venv: Path, *, release: str | None = None, from_source: bool = False,
@@ -418,9 +474,11 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
                   *, out: Path | None = None, by: str = "dsv4-patch regress --record") -> list[Path]:
     """Write one result file per (stack, level) for `status --matrix`, from a regress run.
 
-    A level is recorded as passed only when every patch of the stack passed its bound tests (a
-    patch whose tests all skipped has not passed anything) and, for `apply`, when the tree exports
-    byte-identical to the patch files. Anything else is recorded as failed, never left out."""
+    A test level is recorded as failed when a bound test failed (or is missing); otherwise as
+    passed for exactly the patches whose bound tests all passed. A patch whose tests skipped has
+    not been verified: it is left out of the passed record and named, with the skip reason, in its
+    note (a level where nothing ran writes no file). `apply` is passed when the tree exports
+    byte-identical to the patch files."""
     from .e2e.record import LEVELS, make_result, write_result
 
     bad = [lv for lv in levels if lv not in LEVELS]
@@ -434,17 +492,30 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
         rows = [r for r in report.results if r.stack == label and r.outcome != "no-tests"]
         if not rows:
             continue
-        tests_ok = all(r.outcome == "passed" for r in rows)
+        failed = [r for r in rows if r.outcome in ("failed", "missing")]
+        verified = [r.patch for r in rows if r.outcome == "passed"]
+        unverified = {r.patch: f"{r.outcome}: {r.reason or 'bound tests skipped'}"
+                      for r in rows if r.outcome in ("not-verified", "partial")}
         for level in levels:
-            ok, evidence = tests_ok, {"patches": {r.patch: r.outcome for r in rows},
-                                      "pytest_rc": report.pytest_rc, "seconds": round(report.seconds, 1)}
+            ok, evidence = not failed, {"patches": {r.patch: r.outcome for r in rows},
+                                        "pytest_rc": report.pytest_rc, "seconds": round(report.seconds, 1)}
+            note, keep = "", None
             if level == "apply":
                 exp = export(project, label, out=out, check=True)
                 ok, evidence = not exp.stale, {"export_stale": exp.stale, "applied_patches": len(rows)}
+            elif ok:
+                # A pass speaks only for the patches whose tests ran; the others are named as not verified.
+                if not verified:
+                    continue
+                keep = set(verified)
+                if unverified:
+                    evidence["not_verified"] = unverified
+                    note = "not verified here: " + "; ".join(f"{p} ({why})" for p, why in unverified.items())
             state = (out_dir(project, out) / cfg.label / ".git" / "dsv4" / "state.json")
             base = json.loads(state.read_text())["base"] if state.exists() else ""
-            data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by)
-            ran = {r.patch for r in rows}
-            data["patches"] = [p for p in data["patches"] if p["name"] in ran]
+            data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by,
+                               note=note)
+            keep = keep if keep is not None else {r.patch for r in rows}  # only the patches whose tests ran
+            data["patches"] = [p for p in data["patches"] if p["name"] in keep]
             written.append(write_result(cfg.patch_dir, data))
     return written

@@ -25,12 +25,14 @@ one-line messages.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -42,6 +44,10 @@ DEFAULT_TORCH = "2.13.0"
 COMPILED_SUFFIXES = (".cu", ".cuh", ".hip", ".cpp", ".cc", ".c", ".h", ".hpp")
 COMPILED_DIRS = ("csrc/", "cmake/")
 COMPILED_NAMES = ("CMakeLists.txt",)
+# PyPI's builds of these pull CUDA libraries that cannot load beside the CPU torch (vLLM's import
+# then fails with `operator torchvision::nms does not exist`) and vLLM does not need them on CPU:
+# removed after installing, as the regression harness does.
+PRUNE = {"vllm": ("torchvision", "torchaudio", "torchcodec")}
 
 Progress = Callable[[str], None] | None
 
@@ -65,6 +71,32 @@ class BuildResult:
     skipped: list[str] = field(default_factory=list)  # changed files the wheel does not ship (tests, docs)
     site_packages: Path | None = None
     seconds: float = 0.0
+    pruned: list[str] = field(default_factory=list)  # distributions removed after install (see PRUNE)
+    imports: dict[str, str] = field(default_factory=dict)  # patched module -> "ok" or why it failed
+
+    @property
+    def imports_ok(self) -> bool:
+        """No patched module fails where its unpatched original imports."""
+        return all(v == "ok" or v.startswith(UNPATCHED_TOO) for v in self.imports.values())
+
+    def summary(self) -> list[str]:
+        """Lines a person reads (the CLI prints them)."""
+        lines = [f"{self.package} {self.version} in {self.venv} ({self.mode}"
+                 + (", up to date" if self.cached else "") + f", {self.seconds:.1f} s)"]
+        if self.mode == "overlay":
+            lines.append(f"  overlaid {len(self.overlaid)} modified, {len(self.added)} added, "
+                         f"{len(self.removed)} removed file(s); {len(self.skipped)} changed file(s) not in the wheel")
+        if self.pruned:
+            lines.append(f"  removed {', '.join(self.pruned)} (CUDA builds that do not load beside the CPU torch)")
+        bad = {m: why for m, why in self.imports.items() if why != "ok" and not why.startswith(UNPATCHED_TOO)}
+        here = {m: why[len(UNPATCHED_TOO):] for m, why in self.imports.items() if why.startswith(UNPATCHED_TOO)}
+        good = len(self.imports) - len(bad) - len(here)
+        lines.append(f"  patched modules that import: {good}/{len(self.imports)}"
+                     + (f" ({len(here)} cannot be imported on this machine, patched or not)" if here else ""))
+        lines += [f"  does not import: {m}: {why}" for m, why in bad.items()]
+        lines += [f"  not importable here, unpatched either: {m}: {why}" for m, why in here.items()]
+        lines.append(f"  python: {self.python}")
+        return lines
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -215,6 +247,84 @@ def install_release(py: Path, package: str, version: str, *, cache_dir: Path | N
     _run(pip + [f"{package}=={version}"], what=f"pip install {package}=={version}")
 
 
+def prune(py: Path, names: tuple[str, ...], progress: Progress = None) -> list[str]:
+    """Uninstall those of `names` that are installed; returns the ones removed."""
+    if not names:
+        return []
+    code = "import importlib.util as u, sys; print(' '.join(n for n in sys.argv[1:] if u.find_spec(n)))"
+    present = _run([str(py), "-c", code, *names], what=f"looking for {', '.join(names)}").split()
+    if present:
+        _say(progress, f"pip uninstall {' '.join(present)}")
+        _run([str(py), "-m", "pip", "uninstall", "-y", "-q", *present], what=f"pip uninstall {' '.join(present)}")
+    return present
+
+
+def module_name(path: str) -> str | None:
+    """site-packages-relative .py path -> module name (None for anything else)."""
+    if not path.endswith(".py"):
+        return None
+    parts = path[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
+
+
+IMPORT_CHECK = """
+import importlib, importlib.abc, importlib.util, json, sys
+# argv[1]: {module: file} to load from the pristine base tree instead of the venv (the unpatched
+# module, for telling "the patch broke it" from "it does not import on this machine at all").
+base = json.loads(sys.argv[1])
+
+class _Base(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        return importlib.util.spec_from_file_location(name, base[name]) if name in base else None
+
+sys.meta_path.insert(0, _Base())
+res = {}
+for name in sys.argv[2:]:
+    try:
+        importlib.import_module(name)
+        res[name] = "ok"
+    except BaseException as e:  # SystemExit and friends too: the module does not import
+        res[name] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
+print("DSV4-IMPORTS " + json.dumps(res))
+"""
+UNPATCHED_TOO = "does not import here unpatched either: "
+
+
+def _import_in(py: Path, mods: list[str], base: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([str(py), "-c", IMPORT_CHECK, json.dumps(base), *mods], capture_output=True, text=True,
+                       env=env, cwd="/")
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-IMPORTS ")), None)
+    if line is None:
+        tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return {m: f"the interpreter died: {tail}" for m in mods}
+    return json.loads(line[len("DSV4-IMPORTS "):])
+
+
+def check_imports(py: Path, paths: list[str], progress: Progress = None,
+                  base_tree: Path | None = None) -> dict[str, str]:
+    """Import every patched module in the built venv, in a fresh interpreter on CPU. A module that
+    fails is imported again from the pristine base tree (one interpreter per module): failing there
+    too, it is a module this machine cannot import at all (e.g. vllm.platforms.rocm without ROCm),
+    reported as such, not a broken build."""
+    by_mod = {m: p for p in paths for m in [module_name(p)] if m}
+    mods = sorted(by_mod)
+    if not mods:
+        return {}
+    _say(progress, f"importing {len(mods)} patched module(s) in {py}")
+    res = _import_in(py, mods, {})
+    for m, why in list(res.items()):
+        orig = base_tree / by_mod[m] if base_tree is not None else None
+        if why == "ok" or orig is None or not orig.is_file() or by_mod[m].endswith("__init__.py"):
+            continue
+        if _import_in(py, [m], {m: str(orig)}).get(m, "ok") != "ok":
+            res[m] = UNPATCHED_TOO + why
+    return res
+
+
 # --- overlay -------------------------------------------------------------------------------------
 
 def _replace_file(src: Path, dst: Path) -> None:
@@ -278,9 +388,50 @@ def _plan(changes, base_tree: Path, site: Path, dist_files: set[str], package: s
     return plan, skipped
 
 
+@contextmanager
+def venv_lock(venv: Path):
+    """One writer per venv: venvs in a shared cache (~/.cache/dsv4-patch/venvs) are built by every
+    checkout of the same pin, and a second process must wait, not rewrite files under the first."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f".{venv.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: str, version: str,
                   python: str | None = None, from_source: bool = False, cache_dir: Path | None = None,
-                  deepgemm_src: Path | None = None, progress: Progress = None) -> BuildResult:
+                  deepgemm_src: Path | None = None, progress: Progress = None,
+                  prune_names: tuple[str, ...] | None = None, verify_imports: bool = True) -> BuildResult:
+    """See the module docstring. Holds the venv's lock throughout; afterwards every patched module
+    is imported in the venv (`imports`; a build whose modules do not import is reported by the
+    caller as failed). `prune_names` default: PRUNE[package], removed after a fresh install."""
+    venv = Path(venv).absolute()
+    t0 = time.monotonic()
+    with venv_lock(venv):
+        res = _build_overlay(base_tree, patched_tree, venv, package=package, version=version, python=python,
+                             from_source=from_source, cache_dir=cache_dir, deepgemm_src=deepgemm_src,
+                             progress=progress,
+                             prune_names=PRUNE.get(package, ()) if prune_names is None else prune_names)
+        if verify_imports and res.mode == "overlay":
+            stamp = _read_stamp(venv) or {}
+            if res.cached and stamp.get("imports") is not None and (
+                    BuildResult(**{**res.__dict__, "imports": stamp["imports"]}).imports_ok):
+                res.imports = stamp["imports"]
+            else:
+                res.imports = check_imports(res.python, res.overlaid + res.added, progress, base_tree=Path(base_tree))
+                stamp["imports"] = res.imports
+                _write_stamp(venv, stamp)
+        res.pruned = res.pruned or (_read_stamp(venv) or {}).get("pruned", [])
+    res.seconds = time.monotonic() - t0  # the import check included: it is part of the build
+    return res
+
+
+def _build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: str, version: str,
+                   python: str | None, from_source: bool, cache_dir: Path | None,
+                   deepgemm_src: Path | None, progress: Progress, prune_names: tuple[str, ...]) -> BuildResult:
     t0 = time.monotonic()
     base_tree, patched_tree, venv = Path(base_tree), Path(patched_tree), Path(venv).absolute()
     for t, what in ((base_tree, "base"), (patched_tree, "patched")):
@@ -300,13 +451,15 @@ def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: s
     py = ensure_venv(venv, python, progress)
     stamp = _read_stamp(venv)
     installed, site, dist_files = _installed(py, package)
+    # a venv made before pruning (or by hand) still has them: the import would fail there too
+    early_pruned = prune(py, prune_names, progress) if installed == version and not from_source else []
     if (stamp and stamp.get("key") == key and stamp.get("mode") == mode
             and installed == (stamp.get("installed_version") or version)):
         _say(progress, f"{venv}: up to date ({package} {version}, overlay {key[:12]})")
         return BuildResult(venv=venv, python=py, package=package, version=version, mode=mode, key=key,
                            cached=True, overlaid=stamp.get("overlaid", []), added=stamp.get("added", []),
                            removed=stamp.get("removed", []), skipped=stamp.get("skipped", []),
-                           site_packages=site, seconds=time.monotonic() - t0)
+                           site_packages=site, seconds=time.monotonic() - t0, pruned=early_pruned)
 
     if from_source:
         env = dict(os.environ)
@@ -327,13 +480,16 @@ def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: s
         if installed is not None:
             _say(progress, f"{package} {installed} installed; replacing with {version}")
         install_release(py, package, version, cache_dir=cache_dir, progress=progress)
+        pruned = prune(py, prune_names, progress)
         installed, site, dist_files = _installed(py, package)
         if installed != version:
             raise BuildError(f"{venv}: pip installed {package} {installed}, not {version}")
         stamp = None  # a fresh install carries no overlay
-    elif stamp and stamp.get("files"):
-        _restore_previous(stamp, base_tree, site, progress)
-
+    else:
+        pruned = early_pruned
+        if stamp and stamp.get("files"):
+            _restore_previous(stamp, base_tree, site, progress)
+    pruned = pruned or list((stamp or {}).get("pruned", []))
     plan, skipped = _plan(changes, base_tree, site, dist_files, package, version)
     overlaid, added, removed = [], [], []
     for status, path in plan:
@@ -350,7 +506,8 @@ def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: s
     _write_stamp(venv, {"key": key, "mode": mode, "package": package, "version": version,
                         "installed_version": installed,
                         "files": [{"status": s, "path": p, "orig_sha256": _sha256(base_tree / p)} for s, p in plan],
-                        "overlaid": overlaid, "added": added, "removed": removed, "skipped": skipped})
+                        "overlaid": overlaid, "added": added, "removed": removed, "skipped": skipped,
+                        "pruned": pruned})
     return BuildResult(venv=venv, python=py, package=package, version=version, mode=mode, key=key,
                        cached=False, overlaid=overlaid, added=added, removed=removed, skipped=skipped,
-                       site_packages=site, seconds=time.monotonic() - t0)
+                       site_packages=site, seconds=time.monotonic() - t0, pruned=pruned)

@@ -15,7 +15,6 @@ from .config import Project, StackConfig
 from .errors import PatchFormatError
 from .patchfile import FileDiff, PatchFile, load_patch
 from .series import read_series
-from .bump.semantic import NODE_RE
 
 REQUIRED = ("Upstream-Status", "Regression-Test")
 SIGNOFF = re.compile(r"^Signed-off-by:[ \t]*(.*)$", re.M)
@@ -160,7 +159,7 @@ def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[F
         why = node_exists(project.root, node)
         if why:
             f.append(Finding(rel, 0, f"Regression-Test {node}: {why}"))
-    for node in NODE_RE.findall(patch.metadata.drop_when or ""):  # the tests that decide it at a bump
+    for node in patch.metadata.drop_when_tests:  # the tests that decide it at a bump
         why = node_exists(project.root, node)
         if why:
             f.append(Finding(rel, 0, f"Drop-When names {node}: {why}"))

@@ -78,12 +78,21 @@ class UpstreamStatus:
         return f"{self.kind} {self.arg}".strip()
 
 
+DROP_WHEN_TEST_RE = re.compile(r"tests/[\w./-]+\.py(?:::[\w\[\]./-]+)*")
+
+
 @dataclass
 class Metadata:
     upstream_status: UpstreamStatus | None = None
     regression_tests: list[str] = field(default_factory=list)
     hardware: list[str] = field(default_factory=list)
     drop_when: str | None = None
+
+    @property
+    def drop_when_tests(self) -> list[str]:
+        """The test ids `Drop-When:` names (pytest node ids under tests/): the tests that decide, at a
+        bump, whether upstream fixed the problem its own way."""
+        return DROP_WHEN_TEST_RE.findall(self.drop_when or "")
 
     def to_dict(self) -> dict:
         return {

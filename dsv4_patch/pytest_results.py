@@ -20,7 +20,7 @@ def pytest_runtest_logreport(report):
     if report.when == "call" or report.outcome != "passed":
         why = ""
         if report.skipped and isinstance(report.longrepr, tuple):
-            why = str(report.longrepr[2])
+            why = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif report.failed:
             crash = getattr(report.longrepr, "reprcrash", None)
             why = str(crash) if crash is not None else (str(report.longrepr).splitlines() or [""])[-1]
@@ -34,8 +34,10 @@ def pytest_deselected(items):
 
 
 def pytest_collectreport(report):
-    if report.failed:
-        _record(report.nodeid, "failed", "collection error")
+    if report.failed:  # keep pytest's own last line: "E   ModuleNotFoundError: No module named 'triton'"
+        lines = [ln.strip() for ln in str(report.longrepr).splitlines() if ln.startswith("E ")]
+        why = lines[-1][1:].strip() if lines else "collection error"
+        _record(report.nodeid, "failed", f"collection error: {why}")
 
 
 def pytest_sessionfinish(session, exitstatus):

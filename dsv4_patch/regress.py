@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,20 +24,31 @@ class PatchResult:
     stack: str
     patch: str
     tests: dict[str, str] = field(default_factory=dict)  # node id -> passed/failed/skipped/missing
+    reasons: dict[str, str] = field(default_factory=dict)  # node id -> why it skipped/failed
 
     @property
     def outcome(self) -> str:
-        vals = set(self.tests.values()) - {"deselected"}  # left out by -m/-k: not run here
+        """passed | failed | missing | not-verified (every bound test skipped) | partial (some
+        skipped: the rest passed) | no-tests. Tests deselected by -m/-k were not run here."""
+        vals = set(self.tests.values()) - {"deselected"}
         if not vals:
             return "no-tests"
         for worst in ("failed", "missing"):
             if worst in vals:
                 return worst
-        # one skipped test means the patch did not pass everything it is bound to
-        return "skipped" if "skipped" in vals else "passed"
+        if vals == {"skipped"}:
+            return "not-verified"
+        return "partial" if "skipped" in vals else "passed"
+
+    @property
+    def reason(self) -> str:
+        """Why the patch is not verified / failed: the first skip or failure reason."""
+        want = {"not-verified": "skipped", "partial": "skipped"}.get(self.outcome, self.outcome)
+        return next((self.reasons.get(n, "") for n, o in self.tests.items() if o == want and self.reasons.get(n)), "")
 
     def to_dict(self) -> dict:
-        return {"stack": self.stack, "patch": self.patch, "outcome": self.outcome, "tests": self.tests}
+        return {"stack": self.stack, "patch": self.patch, "outcome": self.outcome, "reason": self.reason,
+                "tests": self.tests, "reasons": self.reasons}
 
 
 @dataclass
@@ -45,16 +57,84 @@ class RegressReport:
     seconds: float
     pytest_rc: int
     first_bad: tuple[str, str] | None = None  # (stack, patch) from --bisect
+    missing_modules: dict[str, str] = field(default_factory=dict)  # module -> command that installs it
     no_patches: list[str] = field(default_factory=list)  # stacks/releases whose series is empty: nothing to test
 
     @property
     def ok(self) -> bool:
-        return all(r.outcome in ("passed", "skipped", "no-tests") for r in self.results) and self.first_bad is None
+        """Nothing failed. A patch whose tests all skipped is not verified, which is not a failure
+        (GPU tests skip on a CPU machine); it is reported per patch with the skip reason."""
+        return all(r.outcome not in ("failed", "missing") for r in self.results) and self.first_bad is None
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "seconds": round(self.seconds, 2), "pytest_rc": self.pytest_rc,
                 "first_bad": list(self.first_bad) if self.first_bad else None,
+                "missing_modules": self.missing_modules,
                 "patches": [r.to_dict() for r in self.results], "no_patches": self.no_patches}
+
+
+# ---------------------------------------------------------------- what regress needs installed
+ENGINE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def install_command(extra: str | None, module: str, python: str = sys.executable) -> str:
+    """The command that installs `module` into `python`: the project's extra that lists it when
+    there is one (so versions stay the project's), else the module by name."""
+    if extra and (ENGINE_ROOT / "pyproject.toml").is_file():
+        # torch named first, pinned: a bare torch requirement lets pip pick a multi-GB CUDA build
+        from .build import DEFAULT_TORCH
+
+        torch = f"torch=={DEFAULT_TORCH} " if extra == "kernels" else ""
+        return f"{python} -m pip install {torch}-e '{ENGINE_ROOT}[{extra}]'"
+    return f"{python} -m pip install {module}"
+
+
+def extra_for(module: str) -> str | None:
+    """The optional-dependency group of our pyproject.toml that names `module` (e.g. triton -> kernels)."""
+    try:
+        import tomllib
+
+        groups = tomllib.loads((ENGINE_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    except (OSError, KeyError, ValueError):
+        return None
+    norm = module.replace("_", "-").lower()
+    for extra, reqs in groups.items():
+        for req in reqs:
+            name = re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0].replace("_", "-").lower()
+            if name == norm:
+                return extra
+    return None
+
+
+def require_pytest(python: str = sys.executable) -> None:
+    """regress runs pytest in this interpreter: say in one line if it is missing, and how to get it."""
+    import importlib.util
+
+    if python == sys.executable:
+        try:
+            if importlib.util.find_spec("pytest") is not None:
+                return
+        except (ImportError, ValueError):
+            pass
+    if python != sys.executable:
+        r = subprocess.run([python, "-c", "import pytest"], capture_output=True)
+        if r.returncode == 0:
+            return
+    raise Dsv4Error(f"regress needs pytest, which is not installed in {python}",
+                    hint="install it: " + install_command(extra_for("pytest") or "test", "pytest", python))
+
+
+MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def missing_modules(outcomes: dict[str, dict], python: str = sys.executable) -> dict[str, str]:
+    """module -> install command, for every `No module named X` among the failures."""
+    found: dict[str, str] = {}
+    for o in outcomes.values():
+        for m in MISSING_MODULE.finditer(o.get("why", "")):
+            top = m.group(1).split(".")[0]
+            found.setdefault(top, install_command(extra_for(top), top, python))
+    return found
 
 
 def tree_env(trees: dict[str, tuple[Path, Path]]) -> dict[str, str]:
@@ -78,25 +158,30 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
         p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
                            stderr=subprocess.STDOUT)
         outcomes = json.loads(results_file.read_text()) if results_file.exists() else {}
-    if p.returncode in (2, 3, 4):  # interrupted, internal error, usage error: no verdict at all
+    collection_failed = any(o.get("why", "").startswith("collection error") for o in outcomes.values())
+    if p.returncode == 3 or (p.returncode in (2, 4) and not collection_failed):
+        # internal error, usage error, interrupted: no verdict at all (a module that does not
+        # import is a verdict: its tests fail, with the reason)
         raise Dsv4Error(f"pytest could not run the bound tests (exit {p.returncode})",
                         hint="its output above says why; check the Regression-Test ids with `dsv4-patch check`")
     return p.returncode, outcomes
 
 
-def match(node: str, outcomes: dict[str, dict]) -> str:
-    """A Regression-Test id matches itself and its parametrized cases (node[...]) and, for a file
-    or class id, everything under it."""
-    hits = [o["outcome"] for k, o in outcomes.items()
-            if k == node or k.startswith(node + "[") or k.startswith(node + "::")]
+def match(node: str, outcomes: dict[str, dict]) -> tuple[str, str]:
+    """(outcome, reason) of a Regression-Test id: itself and its parametrized cases (node[...]),
+    everything under a file or class id, and the collection error of the file that holds it."""
+    hits = [o for k, o in outcomes.items()
+            if k == node or k.startswith(node + "[") or k.startswith(node + "::")
+            or (node.startswith(k + "::") and o["outcome"] == "failed")]  # its module did not import
     if not hits:
-        return "missing"
-    if all(h == "deselected" for h in hits):
-        return "deselected"
-    hits = [h for h in hits if h != "deselected"]
-    if "failed" in hits:
-        return "failed"
-    return "passed" if "passed" in hits else "skipped"
+        return "missing", "pytest collected no test with this id"
+    if all(o["outcome"] == "deselected" for o in hits):
+        return "deselected", ""
+    for want in ("failed", "passed", "skipped"):
+        picked = [o for o in hits if o["outcome"] == want]
+        if picked:
+            return want, next((o.get("why", "") for o in picked if o.get("why")), "")
+    return "skipped", ""
 
 
 def bound_tests(patches: list[PatchFile]) -> list[str]:
@@ -112,5 +197,7 @@ def summarize(stack_patches: list[tuple[str, list[PatchFile]]], outcomes: dict[s
     out = []
     for stack, patches in stack_patches:
         for p in patches:
-            out.append(PatchResult(stack, p.name, {n: match(n, outcomes) for n in p.metadata.regression_tests}))
+            got = {n: match(n, outcomes) for n in p.metadata.regression_tests}
+            out.append(PatchResult(stack, p.name, {n: o for n, (o, _) in got.items()},
+                                   {n: why for n, (o, why) in got.items() if why and o != "passed"}))
     return out

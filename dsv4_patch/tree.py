@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .advice import keep_work_hint
 from .config import StackConfig
 from .atomicio import write_atomic
 from .errors import ConflictError, Dsv4Error, PatchFormatError
@@ -230,7 +231,7 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
             if lost and not force:
                 raise Dsv4Error(
                     f"{target}: re-applying would lose {'; '.join(lost)}",
-                    hint=f"run `dsv4-patch export {stack_cfg.name}` to keep commits, or pass --force to discard all of it",
+                    hint=keep_work_hint(stack_cfg.name, target),
                 )
             if not lost:
                 res = _apply_incrementally(stack_cfg, target, state, sub, fp, fp_source, upto, base, t0, progress)

@@ -28,8 +28,12 @@ def _tree(stack: str, patched: bool, release: str | None) -> Path:
     try:
         return tree_for_tests(ROOT, stack, patched=patched, release=release)
     except SourceError as e:
+        from dsv4_patch.config import load_project
+        from dsv4_patch.whereabouts import explain
+
         what = f"{stack}@{release}" if release else stack
-        pytest.skip(f"{what} upstream unreachable here: {e.one_line()}")
+        pytest.skip(f"{what} upstream unreachable here: {e.one_line()} "
+                    f"[{explain(load_project(ROOT).target(stack, release))}]")
 
 
 @pytest.fixture(scope="session")

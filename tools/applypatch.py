@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 error (bad input, unreachable source, stale export, lint or 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -22,17 +23,27 @@ from rich.table import Table
 
 from dsv4_patch import __version__, api
 from dsv4_patch.config import load_project
-from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, ConflictError, Dsv4Error, SourceError
+from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, ConflictError, Dsv4Error, SourceError, UsageError
+
+# Help text is click's plain formatter (rich_markup_mode=None: square brackets stay literal).
+# Paragraphs after a line holding only \b are printed verbatim: the Examples blocks keep their
+# lines at any width. Wide terminals get up to 160 columns before click re-wraps prose.
+HELP_SETTINGS = {"max_content_width": 160, "help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="dsv4-patch",
     help="Build, export, lint, test and rebase the DeepSeek V4 patch stacks for vLLM, SGLang and DeepGEMM.\n\n"
-    "Typical session:  dsv4-patch apply vllm  →  edit and `git commit` in build/vllm  →  "
-    "dsv4-patch export vllm  →  dsv4-patch check  →  dsv4-patch regress vllm",
+    "\b\nTypical session:\n"
+    "  dsv4-patch apply vllm             # build/vllm: the pin plus one commit per patch\n"
+    "  cd build/vllm; edit; git commit   # or git commit --fixup + git rebase -i --autosquash refs/dsv4/base\n"
+    "  dsv4-patch export vllm            # the commits back into patches/vllm/\n"
+    "  dsv4-patch check && dsv4-patch regress vllm",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
-    epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 conflict.",
+    context_settings=HELP_SETTINGS,
+    epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 conflict. "
+    "Shell completion: dsv4-patch --install-completion.",
 )
 out = Console(soft_wrap=True)  # one-line messages stay one line (grep, CI logs)
 err = Console(stderr=True, soft_wrap=True)
@@ -49,18 +60,77 @@ def _out_given(value: Optional[Path]) -> Optional[Path]:
     return value
 
 
-OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: ./build].",
-                      callback=_out_given)
+OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: build/ in the project "
+                      "root (the folder holding patches/stacks.toml), wherever you run from].", callback=_out_given)
 ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
 ReleaseOpt = typer.Option(None, "--release", "-r", metavar="TAG", help="Only this upstream release of the stacks (repeatable; "
                           "e.g. v0.33.0) [default: every release]. STACK@TAG names one directly.")
 
 
 def _progress(quiet: bool = False):
-    return None if quiet else (lambda msg: err.print(f"[dim]· {msg}[/dim]", highlight=False))
+    """The engine's progress callback, rendered by the current command's view (see _view)."""
+    return None if quiet else _VIEW.say
+
+
+class ProgressView:
+    """Renders the engine's progress messages. On a terminal: a rich progress bar for counted work
+    ("k/n" in the message: patches applied, releases walked, modules imported) and a spinner with
+    the elapsed time for the rest, each message also kept as a line above it. Elsewhere (CI logs,
+    pipes): one plain `· message` line each."""
+
+    COUNT = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w./])")
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.bar = None
+        self.task = None
+
+    def say(self, msg: str) -> None:
+        self.console.print(f"[dim]· {escape(msg)}[/dim]", highlight=False)
+        if not self.console.is_terminal:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        if self.bar is None:
+            self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=self.console, transient=True)
+            self.bar.start()
+        m = self.COUNT.search(msg)
+        done, total = (int(m.group(1)), int(m.group(2))) if m else (0, None)
+        if total is not None and not 0 <= done <= total > 0:
+            total = None
+        if self.task is not None and (total is None) != (self.bar.tasks[0].total is None):
+            self.bar.remove_task(self.task)  # counted <-> uncounted: rich keeps a total once set
+            self.task = None
+        if self.task is None:
+            self.task = self.bar.add_task("", total=total)
+        self.bar.update(self.task, description=escape(msg[:60]), completed=done, total=total)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+            self.task = None
+
+
+_VIEW = ProgressView(err)
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    """Names are never cut: long cells fold onto more lines instead of ending in an ellipsis."""
+    t = Table(title=title, show_edge=False, pad_edge=False)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    return t
+
+
+def _print_table(t: Table) -> None:
+    # Off a terminal (pipes, CI logs) there is no width to fit: print every cell whole.
+    (out if out.is_terminal else Console(soft_wrap=True, width=1000)).print(t)
 
 
 def _fail(e: Dsv4Error, as_json: bool) -> None:
+    _VIEW.stop()
     if as_json:
         payload = {"error": e.message, "hint": e.hint, "exit_code": e.exit_code}
         if isinstance(e, ConflictError) and e.report is not None:
@@ -108,12 +178,15 @@ def status(
 ):
     """Stacks, pins and patches with their metadata.
 
+    \b
     Examples:
       dsv4-patch status
       dsv4-patch status vllm --check        # does every patch still apply at the pin? and do its
                                             # intent tests fail on the pristine pin (semantic)?
       dsv4-patch status vllm@v0.33.0        # one release of a stack carried on several
       dsv4-patch status --matrix            # which verification levels each patch reached
+
+    Exit codes: 0 ok, 1 error, 2 usage, 3 a stack does not apply at its pin (--check).
     """
     try:
         proj = _project(project)
@@ -126,36 +199,38 @@ def status(
                           progress=_progress(as_json))
     except Dsv4Error as e:
         _fail(e, as_json)
+    _VIEW.stop()
     if _emit([r.to_dict() for r in rows], as_json):
-        raise typer.Exit(1 if any(r.applies and not r.applies["ok"] for r in rows) else 0)
+        raise typer.Exit(EXIT_CONFLICT if any(r.applies and not r.applies["ok"] for r in rows) else 0)
     bad = False
     for r in rows:
-        out.print(f"[bold]{r.label}[/bold]  {r.upstream}  pin {r.tag or ''} {r.commit}"
-                  + ("" if r.primary else f"  (further release; patches in {r.patch_dir})"), highlight=False)
-        out.print(f"  sources: {', '.join(r.sources)}", highlight=False)
+        out.print(f"[bold]{escape(r.label)}[/bold]  {escape(r.upstream)}  pin {escape(r.tag or '')} {r.commit}"
+                  + ("" if r.primary else f"  (further release; patches in {escape(r.patch_dir)})"), highlight=False)
+        out.print(f"  sources: {', '.join(r.sources)}", highlight=False, markup=False)
         for k, v in r.info.items():
-            out.print(f"  {k}: {v}", highlight=False)
+            out.print(f"  {k}: {v}", highlight=False, markup=False)
         for w in r.warnings:
-            out.print(f"  [yellow]warning:[/yellow] {w}", highlight=False)
-        t = Table(show_edge=False, pad_edge=False)
-        for col in ("#", "patch", "upstream status", "hardware", "regression tests", "drop when"):
-            t.add_column(col)
+            out.print(f"  [yellow]warning:[/yellow] {escape(w)}", highlight=False)
+        t = _table("#", "patch", "upstream status", "hardware", "regression tests", "drop when")
         for i, p in enumerate(r.patches, 1):
-            t.add_row(str(i), p["name"], p["upstream_status"] or "-", ",".join(p["hardware"]) or "-",
-                      str(len(p["regression_tests"])), p["drop_when"] or "-")
+            t.add_row(str(i), escape(p["name"]), escape(p["upstream_status"] or "-"),
+                      escape(",".join(p["hardware"]) or "-"), str(len(p["regression_tests"])),
+                      escape(p["drop_when"] or "-"))
         if r.patches:
-            out.print(t)
+            _print_table(t)
         else:
             out.print("  (no patches)")
         if r.applies is not None:
             if r.applies["ok"]:
                 out.print("  [green]applies cleanly at the pin[/green]")
                 for sem in r.semantic or []:
-                    out.print(f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})", highlight=False)
+                    out.print(f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})",
+                              highlight=False, markup=False)
             else:
                 bad = True
                 f = r.applies["failure"]
-                out.print(f"  [red]does not apply:[/red] {f['message'] if isinstance(f, dict) else f}", highlight=False)
+                out.print(f"  [red]does not apply:[/red] {escape(f['message'] if isinstance(f, dict) else f)}",
+                          highlight=False)
     raise typer.Exit(EXIT_CONFLICT if bad else 0)
 
 
@@ -166,7 +241,11 @@ def apply(
     threeway: bool = typer.Option(True, "--3way/--no-3way", help="Fall back to a 3-way merge (git am --3way)."),
     source: Optional[str] = typer.Option(None, "--source", help="Use only this source kind (git, sdist, wheel, path)."),
     force: bool = typer.Option(False, "--force", help="Replace a tree that has local commits or edits."),
-    strict: bool = typer.Option(False, "--strict", help="With no STACK named: an unreachable upstream is an error."),
+    strict: bool = typer.Option(False, "--strict", help="With no STACK named: an unreachable upstream is an error "
+                                "(for CI jobs that must build every stack)."),
+    resume: bool = typer.Option(False, "--continue", help="Finish an apply that stopped at a conflict, after you "
+                                "resolved it in OUT/.dsv4/failed/<stack>; remembers the resolution."),
+    abort: bool = typer.Option(False, "--abort", help="Drop the stopped attempt in OUT/.dsv4/failed/<stack>."),
     release: Optional[List[str]] = ReleaseOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
@@ -175,22 +254,48 @@ def apply(
 
     The tree lands in OUT/<stack> on branch dsv4/<stack>, with the base at refs/dsv4/base; a stack
     carried on further upstream releases also gets OUT/<stack>@<tag> for each of them. It is
-    built in a staging folder and swapped in only on success; a failed build is kept in
-    OUT/.dsv4/failed/<stack> for inspection. Re-running with nothing changed is a no-op.
-    With no STACK named, every stack is built and one whose upstream cannot be reached here (e.g.
-    DeepGEMM without GitHub) is reported as unavailable, with what to set, without failing the run
-    (use --strict to fail). Other stacks go on after a conflict; the exit code is the worst seen.
+    built in a staging folder and swapped in only on success. Re-running with nothing changed is a
+    no-op. With no STACK named, every stack is built; one whose upstream cannot be reached here
+    (DeepGEMM without GitHub or a mirror) is a warning saying what to set, and the run still exits
+    0 (--strict makes it an error). Other stacks go on after a conflict; the exit code is the worst.
 
+    When a patch does not apply, the attempt stays in OUT/.dsv4/failed/<stack>, stopped in `git am`
+    with conflict markers. Resolve them there, run `apply STACK --continue`, then `export STACK`.
+    The resolution is remembered in patches/<stack>/resolutions/ (commit it): the next apply that
+    meets the same patch on the same upstream files uses it without stopping.
+
+    \b
     Examples:
-      dsv4-patch apply                      # every stack, into ./build
+      dsv4-patch apply                      # every stack, into build/ of the project
       dsv4-patch apply vllm --out /scratch/trees
       dsv4-patch apply vllm --release v0.33.0   # only build/vllm@v0.33.0 (same as vllm@v0.33.0)
       DSV4_DEEPGEMM_GIT_MIRROR=/mirrors/DeepGEMM.git dsv4-patch apply deepgemm
+      dsv4-patch apply --strict             # CI: every stack must build
       dsv4-patch apply sglang --source wheel --json
+
+    \b
+    Resolving a conflict:
+      dsv4-patch apply vllm                 # exit 3: build/.dsv4/failed/vllm has the markers
+      $EDITOR build/.dsv4/failed/vllm/<file>
+      dsv4-patch apply vllm --continue      # commits it, applies the rest, moves it to build/vllm
+      dsv4-patch export vllm                # the patch file now carries the resolution
+
+    Exit codes: 0 ok (an unreachable upstream is a warning unless --strict), 1 error, 2 usage,
+    3 conflict (a patch does not apply, or is already upstream).
     """
     try:
         proj = _project(project)
         targets = proj.targets(stacks, release)
+        if (resume or abort) and not stacks:
+            raise UsageError("--continue and --abort need the STACK whose apply stopped",
+                             hint="e.g. dsv4-patch apply vllm --continue")
+        if abort:
+            for cfg in targets:
+                gone = api.abort_apply(proj, cfg.label, out=out_dir)
+                if not as_json:
+                    out.print(f"{cfg.label}: dropped {gone}", highlight=False, markup=False)
+            _emit([{**api.release_fields(cfg), "status": "aborted"} for cfg in targets], as_json)
+            raise typer.Exit(0)
     except Dsv4Error as e:
         _fail(e, as_json)
     rows, worst = [], 0
@@ -198,26 +303,31 @@ def apply(
         name = cfg.label
         try:
             r = api.apply(proj, [cfg.selector], out=out_dir, threeway=threeway, source=source, force=force,
-                          progress=_progress(as_json))[0]
+                          progress=_progress(as_json), resume=resume)[0]
+            _VIEW.stop()
             rows.append(r.to_dict() | api.release_fields(cfg))
             if not as_json:
                 verb = "unchanged" if r.status == "noop" else "built"
-                out.print(f"[green]{name}[/green]: {verb} {r.tree} ({len(r.commits)} patches on "
-                          f"{r.base[:12]} from {r.source}, {r.seconds:.2f} s){' — ' + r.note if r.note else ''}",
-                          highlight=False)
+                out.print(f"[green]{escape(name)}[/green]: {verb} {escape(str(r.tree))} ({len(r.commits)} patches on "
+                          f"{r.base[:12]} from {escape(r.source)}, {r.seconds:.2f} s)"
+                          f"{' — ' + escape(r.note) if r.note else ''}", highlight=False)
         except SourceError as e:
+            _VIEW.stop()
             optional = not stacks and not strict
             rows.append({**api.release_fields(cfg), "status": "unavailable" if optional else "error",
                          "error": e.message, "details": e.details})
             if not as_json:
-                tag = "[yellow]unavailable[/yellow]" if optional else "[red]error[/red]"
-                err.print(f"{name}: {tag}: {escape(e.one_line())}", highlight=False)
+                tag = "[yellow]warning:[/yellow] " if optional else "[red]error:[/red] "
+                what = "unavailable, not built" if optional else "cannot be built"
+                err.print(f"{tag}{escape(name)}: {what}: {escape(e.one_line())}"
+                          + (" (pass --strict to make this an error)" if optional else ""), highlight=False)
                 if e.details:
                     err.print(e.details, highlight=False, markup=False)
             worst = worst if optional else max(worst, e.exit_code)
         except Dsv4Error as e:
+            _VIEW.stop()
             rows.append({**api.release_fields(cfg), "status": "conflict" if isinstance(e, ConflictError) else "error",
-                         "error": e.message, "exit_code": e.exit_code,
+                         "error": e.message, "hint": e.hint, "exit_code": e.exit_code,
                          "failure": e.report.to_dict() if getattr(e, "report", None) is not None else None})
             if not as_json:
                 try:
@@ -247,9 +357,11 @@ def export(
     """Write patches/<stack>/*.patch and series from the commits on top of refs/dsv4/base.
 
     Zero churn: apply → export is byte-identical. Add a patch by committing in the tree; edit one
-    with `git rebase -i refs/dsv4/base` there; then export. A patch whose commit you dropped is
-    deleted only when named with --remove; a tree mid-am/rebase (a failed build), a partial tree
-    or a tree of another pin is refused. A stack carried on several upstream
+    with `git commit --fixup` and `git rebase -i --autosquash refs/dsv4/base` there; then export.
+    Uncommitted edits and new untracked files are refused (commit them first): they would not
+    reach the patch files. A patch whose commit you dropped is deleted only when named with
+    --remove; a tree mid-am/rebase (a failed build), a partial tree or a tree of another pin is
+    refused. A stack carried on several upstream
     releases exports each release whose tree exists: OUT/<stack>@<tag> into its own folder
     (patches/<stack>/releases/<tag>). --json prints one object for one release, else a list.
 
@@ -258,12 +370,15 @@ def export(
     everything else byte for byte; a patch without Signed-off-by is refused. Apply it upstream
     with `git am -k`.
 
+    \b
     Examples:
       dsv4-patch export vllm
       dsv4-patch export vllm --check        # CI gate: are the files on disk up to date?
       dsv4-patch export vllm --remove old-fix.patch   # after dropping its commit in the tree
       dsv4-patch export vllm@v0.33.0        # only the v0.33.0 tree (same as --release v0.33.0)
       dsv4-patch export sglang --upstream --mbox /tmp/sglang.mbox && git -C ~/sglang am -k /tmp/sglang.mbox
+
+    Exit codes: 0 ok, 1 error (stale with --check, uncommitted work, no tree), 2 usage.
     """
     if upstream:
         return _export_upstream(stack, release, mbox, out_dir, as_json, project)
@@ -278,20 +393,20 @@ def export(
         for r in runs:
             res, label, rel = r.result, r.config.label, _rel_dir(r.config)
             if res is None:
-                out.print(f"{label}: skipped, {r.skipped}", highlight=False)
+                out.print(f"{label}: skipped, {r.skipped}", highlight=False, markup=False)
             elif not res.stale:
-                out.print(f"{label}: patches are up to date", highlight=False)
+                out.print(f"{label}: patches are up to date", highlight=False, markup=False)
             elif check:
                 err.print(f"{label}: patch files are stale (run `dsv4-patch export {label}`)", highlight=False,
                           markup=False)
                 print(res.diff, end="")
             else:
                 for n in res.written:
-                    out.print(f"wrote {rel}/{n}", highlight=False)
+                    out.print(f"wrote {rel}/{n}", highlight=False, markup=False)
                 for n in res.removed:
-                    out.print(f"removed {rel}/{n}", highlight=False)
+                    out.print(f"removed {rel}/{n}", highlight=False, markup=False)
                 if res.series_changed:
-                    out.print(f"wrote {rel}/series", highlight=False)
+                    out.print(f"wrote {rel}/series", highlight=False, markup=False)
     raise typer.Exit(EXIT_ERROR if (check and stale) else 0)
 
 
@@ -332,10 +447,13 @@ def check(
 
     Needs no upstream tree. Each finding is one line `file:line: error: message`.
 
+    \b
     Examples:
       dsv4-patch check
       dsv4-patch check sglang --json
       dsv4-patch check vllm --release v0.33.0
+
+    Exit codes: 0 clean, 1 findings (or an error), 2 usage.
     """
     try:
         findings = api.check(_project(project), stacks, releases=release)
@@ -347,6 +465,10 @@ def check(
         if not findings:
             out.print("check: all stacks clean")
     raise typer.Exit(EXIT_ERROR if findings else 0)
+
+
+OUTCOME_COLORS = {"passed": "green", "failed": "red", "missing": "red", "not-verified": "yellow",
+                  "partial": "yellow", "no-tests": "yellow"}
 
 
 @app.command()
@@ -369,13 +491,22 @@ def regress(
     those variables pointing at its trees, DSV4_RELEASE_<STACK> naming it, and
     DSV4_TREE_<STACK>__<TAG> (e.g. DSV4_TREE_VLLM__V0_33_0) as well. pytest's own output goes to
     stderr; a table per patch ends the run.
+    A patch is: passed (every bound test passed), failed, missing (no such test id), not-verified
+    (every bound test skipped: the reason is shown) or partial (some skipped). A module the tests
+    need that is not installed (pytest itself, triton, ...) is named with the command that installs it.
+    The first run of the vLLM tests builds two overlay venvs (~5.7 GB, see README) in
+    DSV4_VENV_CACHE [default: ~/.cache/dsv4-patch/venvs].
 
+    \b
     Examples:
       dsv4-patch regress vllm
       dsv4-patch regress deepgemm -m sm100   # on a B200
       dsv4-patch regress sglang --bisect
       dsv4-patch regress vllm --release v0.33.0
       dsv4-patch regress vllm --record apply,integration --hardware cpu   # then commit patches/vllm/results
+
+    Exit codes: 0 nothing failed (not-verified patches included), 1 a test failed or is missing
+    (or an error, e.g. pytest not installed), 2 usage, 3 a stack does not apply.
     """
     try:
         proj = _project(project)
@@ -384,23 +515,26 @@ def regress(
         recorded = api.record_levels(proj, rep, record.split(","), hardware, out=out_dir) if record else []
     except Dsv4Error as e:
         _fail(e, as_json)
+    _VIEW.stop()
     for path in recorded:
-        err.print(f"recorded {path}", highlight=False)
+        err.print(f"recorded {path}", highlight=False, markup=False)
     if not _emit(api.report_dict(proj, rep), as_json):
-        t = Table(title=f"regress ({rep.seconds:.1f} s)")
-        for col in ("stack", "patch", "outcome", "tests"):
-            t.add_column(col)
-        colors = {"passed": "green", "failed": "red", "missing": "red", "skipped": "yellow"}
+        t = _table("stack", "patch", "outcome", "tests", title=f"regress ({rep.seconds:.1f} s)")
         for r in rep.results:
-            c = colors.get(r.outcome, "white")
-            t.add_row(r.stack, r.patch, f"[{c}]{r.outcome}[/{c}]",
-                      ", ".join(f"{n.split('::')[-1]}={o}" for n, o in r.tests.items()))
+            c = OUTCOME_COLORS.get(r.outcome, "white")
+            label = r.outcome + (f": {r.reason}" if r.reason and r.outcome != "passed" else "")
+            t.add_row(escape(r.stack), escape(r.patch), f"[{c}]{escape(label)}[/{c}]",
+                      escape(", ".join(f"{n.split('::')[-1]}={o}" for n, o in r.tests.items())))
         if rep.results or not rep.no_patches:
-            out.print(t)
+            _print_table(t)
         for label in rep.no_patches:
-            out.print(f"{label}: 0 patches in series, nothing to test", highlight=False)
+            out.print(f"{label}: 0 patches in series, nothing to test", highlight=False, markup=False)
+        for module, cmd in rep.missing_modules.items():
+            out.print(f"[red]missing module:[/red] {escape(module)} is not installed; install it with: {escape(cmd)}",
+                      highlight=False)
         if rep.first_bad:
-            out.print(f"[red]first failing patch:[/red] {rep.first_bad[0]}/{rep.first_bad[1]}", highlight=False)
+            out.print(f"[red]first failing patch:[/red] {escape(rep.first_bad[0])}/{escape(rep.first_bad[1])}",
+                      highlight=False)
     raise typer.Exit(0 if rep.ok else EXIT_ERROR)
 
 
@@ -409,25 +543,46 @@ def pin(
     stack: str = typer.Argument(..., help="Stack to re-pin (STACK@TAG: one of its further releases)."),
     ref: str = typer.Argument(..., help="Tag, commit or release version (e.g. v0.28.0)."),
     source: Optional[str] = typer.Option(None, "--source", help="Source kind to verify through (git, sdist, wheel)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Verify and show the change; write nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Verify, check and show the change; write nothing."),
+    force: bool = typer.Option(False, "--force", help="Move the pin even where patches stop applying."),
+    no_check: bool = typer.Option(False, "--no-check", help="Do not check whether the stack applies at REF."),
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
     """Move a stack's pin to REF through the same verification as apply (sha256, commit id).
 
+    First checks that every patch still applies at REF (the rebase `bump` does, into a private
+    temporary folder) and names each one that does not. A pin the stack does not apply at is
+    refused unless --force; `dsv4-patch bump STACK REF` moves it and refreshes the patches.
+
+    \b
     Examples:
+      dsv4-patch pin vllm v0.28.0 --dry-run       # what would change, and does the stack apply there?
       dsv4-patch pin vllm v0.28.0                 # from the PyPI sdist: records version and sha256
       dsv4-patch pin vllm v0.27.1 --source git    # records the full commit hash
       dsv4-patch pin vllm@v0.33.0 v0.33.0 --source git   # a further release's own pin
+
+    Exit codes: 0 ok, 1 error (REF not found, unreachable), 2 usage, 3 patches do not apply at REF
+    (nothing written; with --dry-run or --force reported after the change).
     """
     try:
-        res = api.pin(_project(project), stack, ref, source=source, progress=_progress(as_json), dry_run=dry_run)
+        res = api.pin(_project(project), stack, ref, source=source, progress=_progress(as_json), dry_run=dry_run,
+                      check_applies=not no_check, force=force)
     except Dsv4Error as e:
         _fail(e, as_json)
-    if not _emit(res.to_dict(), as_json):
+    _VIEW.stop()
+    verdict = getattr(res, "applies", None)
+    broken = verdict is not None and verdict.checked and not verdict.ok
+    if not _emit(res.to_dict() | {"applies": verdict.to_dict() if verdict else None}, as_json):
         for k, (old, new) in res.changes.items():
-            out.print(f"{stack}.{k}: {old} -> {new}", highlight=False)
+            out.print(f"{stack}.{k}: {old} -> {new}", highlight=False, markup=False)
         out.print(("would update" if dry_run else "updated") + " patches/stacks.toml", highlight=False)
+        if verdict is not None:
+            tag = "[yellow]warning:[/yellow] " if (broken or not verdict.checked) else ""
+            out.print(f"{tag}{escape(verdict.summary())}", highlight=False)
+            if broken:
+                out.print(f"  `dsv4-patch bump {escape(stack)} {escape(ref)}` rebases and refreshes them", highlight=False)
+    raise typer.Exit(EXIT_CONFLICT if broken else 0)
 
 
 @app.command()
@@ -443,19 +598,38 @@ def build(
     """Install the pinned release into VENV and overlay the patched Python files.
 
     Each overlaid file's original must equal the wheel's copy; stacks that change compiled
-    sources need --from-source. Cached by (pin, patch bytes).
+    sources need --from-source. For vLLM on CPU, torch is the CPU build (DSV4_BUILD_TORCH,
+    default 2.13.0) and the CUDA-only torchvision/torchaudio/torchcodec are removed. Every
+    patched module is then imported in VENV: a build whose modules do not import fails.
+    Cached by (pin, patch bytes); one build per VENV at a time (a lock beside it).
 
+    \b
     Examples:
-      dsv4-patch build vllm --venv .venv-vllm && .venv-vllm/bin/python -c "import vllm"
+      dsv4-patch build vllm --venv .venv-vllm
+      .venv-vllm/bin/python -c "import vllm.v1.attention.ops.rocm_aiter_mla_sparse"
+      dsv4-patch build vllm --venv /scratch/venvs/vllm --from-source --deepgemm-src build/deepgemm
+
+    Exit codes: 0 ok, 1 error (pip failed, a patched module does not import), 2 usage,
+    3 the stack does not apply.
     """
     try:
         res = api.build(_project(project), stack, venv, from_source=from_source, out=out_dir,
                         deepgemm_src=deepgemm_src, progress=_progress(as_json))
     except Dsv4Error as e:
         _fail(e, as_json)
-    data = res.to_dict() if hasattr(res, "to_dict") else res.__dict__
-    if not _emit(data, as_json):
-        out.print(f"{stack}: {data}", highlight=False)
+    _VIEW.stop()
+    ok = getattr(res, "imports_ok", True)
+    if not _emit(res.to_dict() | {"imports_ok": ok}, as_json):
+        for i, line in enumerate(res.summary()):
+            out.print((f"{stack}: " if i == 0 else "") + line, highlight=False, markup=False)
+        if not ok:
+            err.print(f"[red]error:[/red] {stack}: patched modules do not import in {escape(str(res.venv))} "
+                      "(the lines above say why)", highlight=False)
+    raise typer.Exit(0 if ok else EXIT_ERROR)
+
+
+SHORT_HELP = {"bump": "Rebase a stack onto a new upstream release or commit; one verdict per patch.",
+              "e2e": "End-to-end acceptance run on real hardware, judged stage by stage."}
 
 
 def _register_optional(argv: list[str] | None) -> None:
@@ -467,9 +641,13 @@ def _register_optional(argv: list[str] | None) -> None:
         if first not in (None, name):
             continue
         try:
-            app.command(name)(getattr(__import__(module, fromlist=[func]), func))
+            mod = __import__(module, fromlist=[func])
         except ImportError:  # a partial checkout: the command is simply absent
-            pass
+            continue
+        if name == "bump" and hasattr(mod, "_say"):
+            # bump's progress (a cold --walk downloads for minutes) renders through the same view
+            mod._say = _progress
+        app.command(name, short_help=SHORT_HELP.get(name))(getattr(mod, func))
 
 
 _register_optional(sys.argv[1:] if Path(sys.argv[0]).name in ("dsv4-patch", "applypatch.py") else None)
@@ -494,6 +672,8 @@ def main() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave a traceback
         sys.stderr.write("dsv4-patch: interrupted; the previous tree is intact and the next run cleans up\n")
         sys.exit(130)
+    finally:
+        _VIEW.stop()
 
 
 if __name__ == "__main__":

@@ -45,7 +45,22 @@ def e2e(
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     out: Annotated[Path, typer.Option("--out", help="run directory (shared with compute nodes under Slurm)")] = Path("build/e2e"),
 ) -> None:
-    """Run a suite on the patched engine and judge it stage by stage (COHERENT/DEGRADED/ERROR/CRASHED)."""
+    """Run a suite on the patched engine and judge it stage by stage (COHERENT/DEGRADED/ERROR/CRASHED).
+
+    Needs the engine built with the stack (`dsv4-patch build vllm --venv ...`), a local checkpoint
+    and the hardware; docs/e2e.md has the details and the Slurm table.
+
+    \b
+    Examples:
+      dsv4-patch e2e --engine vllm --model /models/DeepSeek-V4-Flash --tp 8 --suite chat32
+      dsv4-patch e2e --engine sglang --model /models/DeepSeek-V4-Flash --suite swa-border --json
+      dsv4-patch e2e --model /models/DeepSeek-V4-Pro --tp 8 --launcher slurm --slurm-config slurm.toml
+      dsv4-patch e2e --model /models/DeepSeek-V4-Flash --tp 8 --record --hardware gfx936
+                                    # writes patches/vllm/results/*.json: commit it
+
+    Exit codes: 0 every case COHERENT (and --record written), 1 a failed verdict (DEGRADED, ERROR,
+    CRASHED), a configuration error or a refused --record, 2 usage (bad option, no such --model).
+    """
     worker = os.environ.get("DSV4_E2E_WORKER")
     opts = E2EOptions(
         engine=engine, model=model, tp=tp, suite=suite, launcher=launcher, slurm_config=slurm_config, out=out,

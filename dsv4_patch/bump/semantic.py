@@ -49,7 +49,6 @@ from .classify import in_tree
 from .repo import scratch
 
 VERDICTS = ("fixed-upstream", "needed", "outside", "probe-error", "unimportable", "untestable", "no-intent")
-NODE_RE = re.compile(r"tests/[\w./-]+\.py(?:::[\w\[\]./-]+)*")
 MISSING_FILE_RE = re.compile(r"No such file or directory: '([^']+)'")
 PARTIAL_SKIP = "outside the partial tree"  # a test that skips for this reason gets `outside`
 NOT_INTENT = "not an intent test"  # a test that skips for this reason under DSV4_INTENT is left out
@@ -80,7 +79,7 @@ def intent_tests(patch: PatchFile, ported: PatchFile | None = None, where: str =
         nodes, by = intent_tests(ported)
         if nodes:
             return nodes, f"{by} of {where}"
-    named = NODE_RE.findall(patch.metadata.drop_when or "")
+    named = patch.metadata.drop_when_tests
     if named:
         return list(dict.fromkeys(named)), "Drop-When"
     if patch.metadata.regression_tests:

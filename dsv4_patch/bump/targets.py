@@ -169,6 +169,9 @@ def walk_points(cfg: StackConfig, span: str, cache: Cache, *, step: int = 1, sou
                 if not (ma and mb):
                     raise SourceError(f"{span} is not a range of versions")
                 lo, hi = version_key(ma.group(1)), version_key(mb.group(1))
+                if lo > hi:
+                    raise UsageError(f"--walk {span}: the range is backwards ({a} is newer than {b})",
+                                     hint=f"use --walk {b}..{a}")
                 pts = [(v, s) for v, s in releases(spec, cache, progress) if lo <= version_key(v) <= hi]
                 if not pts:
                     raise SourceError(f"the index has no release in {span}")
@@ -177,6 +180,10 @@ def walk_points(cfg: StackConfig, span: str, cache: Cache, *, step: int = 1, sou
             last = _git_target(cfg, spec, b, cache, progress)
             g = Git(first.base.git_dir)
             shas = g.out("rev-list", "--reverse", "--first-parent", f"{first.base.commit}..{last.base.commit}").split()
+            if not shas and first.base.commit != last.base.commit and g.run(
+                    "merge-base", "--is-ancestor", last.base.commit, first.base.commit, check=False).rc == 0:
+                raise UsageError(f"--walk {span}: the range is backwards ({b} is an ancestor of {a})",
+                                 hint=f"use --walk {b}..{a}")
             picked = shas[step - 1::step] if step > 1 else shas
             if shas and (not picked or picked[-1] != shas[-1]):
                 picked.append(shas[-1])

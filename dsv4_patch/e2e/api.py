@@ -63,6 +63,10 @@ def _check(opts: E2EOptions) -> None:
         raise UsageError("--launcher slurm needs --slurm-config FILE", hint="see docs/e2e.md for the [slurm] table")
     if not opts.model:
         raise UsageError("--model PATH is required")
+    if opts.launcher == "local" and opts.worker_prefix is None and not Path(opts.model).is_dir():
+        # checked here: the worker would fail later on whatever it imports first (torch)
+        raise UsageError(f"--model {opts.model}: no such directory here",
+                         hint="pass the local checkpoint directory (config.json and the weights)")
 
 
 def run_e2e(opts: E2EOptions) -> E2EResult:

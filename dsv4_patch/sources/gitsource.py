@@ -94,5 +94,8 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     g = mirror_repo(cache, stack)
     had = _find(g, stack.commit, stack.tag)  # already in the shared mirror: nothing is fetched
     g, sha = fetch_ref(stack, spec, cache, stack.commit, progress, offline=offline)
-    return BaseTree(git_dir=g.path, commit=sha, source=f"git:{resolve_url(stack, spec)}",
-                    note=f"from the local mirror {g.path}" if had else "fetched")
+    # Label the tree with where the commit really came from: a mirror variable pointing somewhere
+    # unreachable must not be credited with a commit the cache already had.
+    url = resolve_url(stack, spec)
+    return BaseTree(git_dir=g.path, commit=sha, source=f"git:{g.path}" if had else f"git:{url}",
+                    note=f"already in the local mirror; {url} not contacted" if had else f"fetched from {url}")

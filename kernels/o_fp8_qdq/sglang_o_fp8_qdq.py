@@ -18,6 +18,7 @@ refused: this has not been run there. Only torch and triton are imported here.
 
 import functools
 import os
+import struct
 
 import torch
 import triton
@@ -27,6 +28,9 @@ FP8_E4M3_MAX = tl.constexpr(448.0)
 # float32(1 / 448) and float32(1e-4), as bits, so every path uses the same values.
 _FP8_MAX_INV_BITS = tl.constexpr(0x3B124925)
 _AMAX_FLOOR_BITS = tl.constexpr(0x38D1B717)
+# The same two values as Python floats (exact in fp32), for the eager CPU path.
+_FP8_MAX_INV = struct.unpack("<f", struct.pack("<I", _FP8_MAX_INV_BITS.value))[0]
+_AMAX_FLOOR = struct.unpack("<f", struct.pack("<I", _AMAX_FLOOR_BITS.value))[0]
 
 
 @triton.jit
@@ -91,6 +95,8 @@ def _o_fp8_qdq_kernel(
 
 @functools.lru_cache(maxsize=None)
 def _hw_fp8_supported(device_index: int) -> bool:
+    # Under Triton's interpreter (tests of the kernel without a GPU) there is
+    # no hardware e4m3 conversion: the emulation runs.
     if os.environ.get("TRITON_INTERPRET") == "1":
         return False
     return torch.cuda.get_device_capability(device_index) >= (8, 9)
@@ -126,12 +132,8 @@ def _e4m3_rne_fp32_torch(y: torch.Tensor) -> torch.Tensor:
 def _o_fp8_qdq_torch_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tensor:
     T, G, D = o.shape
     x = o.float().reshape(T, G, D // block, block)
-    amax = torch.clamp(
-        x.abs().amax(dim=-1, keepdim=True),
-        min=torch.tensor(_AMAX_FLOOR_BITS.value, dtype=torch.int32).view(torch.float32).item(),
-    )
-    fp8_max_inv = torch.tensor(_FP8_MAX_INV_BITS.value, dtype=torch.int32).view(torch.float32)
-    e = _ceil_log2_fp32_bits(amax * fp8_max_inv.to(amax.device))
+    amax = torch.clamp(x.abs().amax(dim=-1, keepdim=True), min=_AMAX_FLOOR)
+    e = _ceil_log2_fp32_bits(amax * _FP8_MAX_INV)
     s = ((e + 127) << 23).view(torch.float32)
     inv_s = ((127 - e) << 23).view(torch.float32)
     y = torch.clamp(x * inv_s, -FP8_E4M3_MAX.value, FP8_E4M3_MAX.value)
@@ -143,18 +145,30 @@ def _o_fp8_qdq_torch_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tenso
     return o
 
 
-def _check_args(o: torch.Tensor, block: int) -> None:
-    # Checked here, with the setting named, rather than left to Triton: a block
-    # that is not a power of two passes D % block and then fails in tl.arange.
-    if not isinstance(block, int) or block <= 0 or block & (block - 1):
+def check_o_fp8_qdq_block(block: int, D: int) -> None:
+    """Raise ValueError unless ``block`` is a power of two dividing the group
+    row width ``D``: the one check of the SGLANG_DSV4_O_FP8_QDQ_BLOCK value
+    (0, off, is the caller's business). Checked here rather than left to
+    Triton: a block that is not a power of two passes D % block and then fails
+    in tl.arange."""
+    if isinstance(block, bool) or not isinstance(block, int) or block <= 0 or block & (block - 1):
         raise ValueError(
-            f"o FP8 QDQ block={block!r} must be a power of two "
-            "(SGLANG_DSV4_O_FP8_QDQ_BLOCK; DeepSeek-V4.1-Flash-1017 uses 32)"
+            f"SGLANG_DSV4_O_FP8_QDQ_BLOCK={block!r} is not a power of two; set 0 "
+            "(off) or a power of two (DeepSeek-V4.1-Flash-1017 uses 32)"
         )
+    if D % block:
+        raise ValueError(
+            f"SGLANG_DSV4_O_FP8_QDQ_BLOCK={block} does not divide the group row "
+            f"width D={D}; set 0 (off) or a power of two dividing {D}"
+        )
+
+
+def _check_args(o: torch.Tensor, block: int) -> None:
     if o.dim() != 3:
         raise ValueError(f"o must be [T, G, D], got shape {tuple(o.shape)}")
-    if o.shape[2] % block:
-        raise ValueError(f"o's last dim D={o.shape[2]} is not a multiple of block={block}")
+    check_o_fp8_qdq_block(block, o.shape[2])
+    if o.dtype != torch.bfloat16:
+        raise ValueError(f"o must be bfloat16 (the wo_a input), got {o.dtype}")
     if o.numel() and o.stride(2) != 1:
         raise ValueError(f"o's last dim must be contiguous, got strides {o.stride()}")
     if torch.version.hip is not None or o.device.type not in ("cuda", "cpu"):
@@ -166,7 +180,7 @@ def _check_args(o: torch.Tensor, block: int) -> None:
 
 
 def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch.Tensor:
-    """Round ``o`` [T, G, D] (bf16/fp16/fp32, last dim contiguous) to FP8 e4m3
+    """Round ``o`` [T, G, D] (bf16, last dim contiguous) to FP8 e4m3
     in blocks of ``block`` values along D, and back, in place. Returns ``o``.
 
     ``emulate`` forces the fp32 emulation of the e4m3 rounding instead of the
@@ -178,6 +192,8 @@ def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch
     T, G, D = o.shape
     if o.numel() == 0:
         return o
+    # TRITON_INTERPRET=1 sends CPU tensors through the Triton kernel, so that
+    # the kernel itself can be tested without a GPU.
     if not (o.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
         return _o_fp8_qdq_torch_(o, block, emulate)
     hw = (

@@ -240,12 +240,16 @@ def test_patch_file_cpu_path_matches_oracle(T, emulate):
     assert_same_bits(x, want, f"patch file (eager path) T={T} emulate={emulate}", seed)
 
 
+NOT_POW2 = "^SGLANG_DSV4_O_FP8_QDQ_BLOCK={} is not a power of two"
+
+
 @pytest.mark.parametrize("shape,block,what", [
-    ((2, 8, 48), 32, "not a multiple"),
-    ((2, 8, 96), 48, "power of two"),  # 96 % 48 == 0: passes the divisibility check alone
-    ((2, 8, 96), 3, "power of two"),
-    ((2, 8, 64), 0, "power of two"),
-    ((2, 8, 64), -32, "power of two"),
+    ((2, 8, 48), 32, "^SGLANG_DSV4_O_FP8_QDQ_BLOCK=32 does not divide the group row width D=48"),
+    ((2, 8, 96), 48, NOT_POW2.format(48)),  # 96 % 48 == 0: passes the divisibility check alone
+    ((2, 8, 96), 3, NOT_POW2.format(3)),
+    ((2, 8, 64), 0, NOT_POW2.format(0)),
+    ((2, 8, 64), -32, NOT_POW2.format(-32)),
+    ((2, 8, 64), True, NOT_POW2.format(True)),  # a bool is an int (== 1): refused all the same
     ((2, 64), 32, r"\[T, G, D\]"),
 ])
 def test_bad_arguments_fail_with_a_clear_message(shape, block, what):
@@ -272,6 +276,45 @@ def test_other_power_of_two_blocks_match_oracle(block, shape):
         o_fp8_qdq_(x, block, emulate=emulate)
         assert_same_bits(x, want, f"block={block} shape={shape} emulate={emulate}", 77)
         assert_same_bits(o_fp8_qdq_torch(o, block, emulate), want, f"torch_qdq block={block}", 77)
+
+
+@pytest.mark.parametrize("block,D", [(-32, 4096), (48, 96), (True, 64), (8192, 4096), (32, 48)])
+def test_block_check_is_the_one_the_layers_use(block, D):
+    """check_o_fp8_qdq_block is what the patched layers call at init (and o_fp8_qdq_ as a
+    backstop): the same refusals, without a tensor."""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import check_o_fp8_qdq_block
+
+    with pytest.raises(ValueError, match="^SGLANG_DSV4_O_FP8_QDQ_BLOCK="):
+        check_o_fp8_qdq_block(block, D)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_only_bf16_is_accepted(dtype):
+    """bf16 is the only dtype o has before wo_a, and the only one tested: fp16 near its top
+    (65504) would overflow (scale 256, q = 256), so other dtypes are refused."""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+
+    o = torch.ones(2, 8, 64, dtype=dtype)
+    with pytest.raises(ValueError, match="bfloat16"):
+        o_fp8_qdq_(o, 32)
+    assert torch.equal(o, torch.ones_like(o))
+
+
+def test_cpu_path_builds_no_tensors_per_call(monkeypatch):
+    """The eager path's two fp32 constants are module constants, not a torch.tensor(...) (and a
+    .item()) built on every call."""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+
+    o = make_o(3, 5, 2, 256)
+    want = o_fp8_qdq_oracle(bits(o), BLOCK)
+
+    def no_tensor(*a, **k):
+        raise AssertionError("torch.tensor called on the CPU path")
+
+    monkeypatch.setattr(torch, "tensor", no_tensor)
+    o_fp8_qdq_(o, BLOCK)
+    monkeypatch.undo()
+    assert_same_bits(o, want, "CPU path", 5)
 
 
 def test_non_contiguous_last_dim_is_refused():

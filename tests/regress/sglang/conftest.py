@@ -29,6 +29,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REQS = HERE / "requirements-cpu.txt"
 PROBE = HERE / "_o_fp8_qdq_probe.py"
+INIT_PROBE = HERE / "_o_fp8_qdq_init_probe.py"
+RUN_IN_TREE_TEST = HERE / "_in_tree_runner.py"
 
 
 def _cache_root() -> Path:
@@ -137,8 +139,36 @@ def run_sglang_unit_test(sglang_cpu_deps):
     and no GPU visible. The file may come from another tree (to run the patch's test on the pin)."""
 
     def run(test_file: Path, tree: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(test_file), "-v"], cwd=tree,
-                              env=probe_env(tree, sglang_cpu_deps, {}), capture_output=True, text=True,
-                              timeout=900)
+        env = probe_env(tree, sglang_cpu_deps, {})
+        # sglang.test.test_utils reads CUDA_VISIBLE_DEVICES[0] at import: an empty value breaks it
+        # (this machine has no GPU anyway)
+        env.pop("CUDA_VISIBLE_DEVICES")
+        return subprocess.run([sys.executable, str(RUN_IN_TREE_TEST), str(test_file), "-v"],
+                              cwd=tree, env=env, capture_output=True, text=True, timeout=900)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def sglang_init_probe(dsv4_tree, sglang_cpu_deps, tmp_path_factory):
+    """probe(patched) -> dict from _o_fp8_qdq_init_probe.py (the layer-init checks of the switch),
+    the tree imported with SGLANG_DSV4_O_FP8_QDQ_BLOCK=-32 (a bad value must not fail the import)."""
+    import json
+
+    cache: dict[bool, dict] = {}
+
+    def get(patched: bool) -> dict:
+        if patched not in cache:
+            tree = dsv4_tree("sglang", patched=patched)
+            out = tmp_path_factory.mktemp("sglang_init_probe") / "init.json"
+            p = subprocess.run([sys.executable, str(INIT_PROBE), str(out)],
+                               env=probe_env(tree, sglang_cpu_deps,
+                                             {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": "-32"}),
+                               capture_output=True, text=True, timeout=900)
+            if p.returncode != 0:
+                pytest.fail(f"init probe (patched={patched}) failed (rc {p.returncode}):\n"
+                            f"{(p.stdout + p.stderr)[-4000:]}")
+            cache[patched] = json.loads(out.read_text())
+        return cache[patched]
+
+    return get

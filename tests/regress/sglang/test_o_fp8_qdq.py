@@ -30,6 +30,8 @@ from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, o_fp8_qdq_oracle
 ROOT = Path(__file__).resolve().parents[3]
 NEW_FILE = "python/sglang/srt/models/deepseek_common/o_fp8_qdq.py"
 IN_TREE_TEST = "test/registered/unit/models/deepseek_common/test_o_fp8_qdq.py"  # added by the patch
+IN_TREE_WIRING_TEST = "test/registered/unit/models/test_deepseek_v4_o_fp8_qdq_wiring.py"  # ditto
+SWITCH = "SGLANG_DSV4_O_FP8_QDQ_BLOCK"
 G = 2  # groups in the probe
 
 
@@ -143,6 +145,65 @@ def test_upstream_unit_test_passes(dsv4_tree, run_sglang_unit_test):
     assert "Ran 8 tests" in p.stderr and "OK (skipped=3)" in p.stderr, p.stderr[-2000:]
 
 
+def test_in_tree_wiring_test_passes(dsv4_tree, run_sglang_unit_test):
+    """The patch's wiring test inside SGLang's tree (the real MQALayer.forward on a stand-in layer:
+    o rounded before wo_a at 32, also where the fused RoPE+wo_a kernel was eligible; untouched at 0)
+    passes on the patched tree."""
+    tree = dsv4_tree("sglang")
+    p = run_sglang_unit_test(tree / IN_TREE_WIRING_TEST, tree)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "Ran 3 tests" in p.stderr and "OK" in p.stderr, p.stderr[-2000:]
+
+
+def check_init(res: dict) -> None:
+    """What building a layer does with the switch (see _o_fp8_qdq_init_probe.py for the cases)."""
+    def result(case):
+        return res[case]["result"]
+
+    for case in ("cuda_bf16", "off_on_rocm"):
+        assert result(case) == "ok" and res[case]["warnings"] == [], (case, res[case])
+    for case, what in (("negative", "=-32 is not a power of two"), ("not_power_of_two", "=48 is not"),
+                       ("does_not_divide_d", "=8192 does not divide the group row width D=4096")):
+        assert result(case).startswith("ValueError: " + SWITCH + what), (case, result(case))
+    for case, where in (("rocm_bf16", "ROCm"), ("npu_bf16", "NPU")):
+        r = result(case)
+        assert r.startswith("NotImplementedError: " + SWITCH) and f"not on {where}" in r, (case, r)
+    for case, path in (("mega", "mega-attention"), ("fp8_wo_a", "FP8 wo_a GEMM"),
+                       ("rocm_mxscale", "ROCm mxscale wo_a"), ("npu_mxfp8", "NPU MXFP8 wo_a"),
+                       ("gguf", "GGUF wo_a")):
+        assert result(case) == "ok", (case, result(case))  # ignored, not refused
+        warned = res[case]["warnings"]
+        assert len(warned) == 1 and warned[0].startswith(f"{SWITCH}=32 is ignored") \
+            and f"on the {path} path" in warned[0], (case, warned)
+    assert res["mega_again"]["warnings"] == [], "the same warning must be logged once"
+
+
+def test_layer_init_checks_the_switch(sglang_init_probe):
+    """A bad SGLANG_DSV4_O_FP8_QDQ_BLOCK (negative, not a power of two, not dividing D = 4096) is a
+    ValueError naming the switch when a layer is built; ROCm and NPU with the bf16 wo_a are refused
+    there too (NotImplementedError); the import itself does not fail on a bad value."""
+    res = sglang_init_probe(True)
+    assert res["import_value"] == -32
+    check_init(res)
+
+
+def test_switch_ignored_paths_warn_once(sglang_init_probe):
+    """Mega attention, ROCm mxscale, FP8 and NPU MXFP8 wo_a GEMMs and GGUF wo_a do not round o: with
+    the switch set, building such a layer logs one warning naming the path (not an error, not
+    silence), once per message."""
+    res = sglang_init_probe(True)
+    for case in ("mega", "fp8_wo_a", "rocm_mxscale", "npu_mxfp8", "gguf"):
+        assert len(res[case]["warnings"]) == 1, (case, res[case])
+    assert res["mega_again"]["warnings"] == []
+
+
+def test_negative_switch_is_not_silently_ignored(sglang_init_probe):
+    """The forward hook and the fused-path choice use one predicate: a negative value reaching
+    forward raises (it used to turn the fused path off and then round nothing)."""
+    r = sglang_init_probe(True)["forward_negative"]
+    assert r.startswith("ValueError: " + SWITCH + "=-32"), r
+
+
 # ---------------------------------------------------------------------- unpatched companions
 
 
@@ -164,3 +225,17 @@ def test_unpatched_tree_fails(dsv4_tree, sglang_probe, run_sglang_unit_test):
     assert not (base / IN_TREE_TEST).exists()
     p = run_sglang_unit_test(dsv4_tree("sglang") / IN_TREE_TEST, base)
     assert p.returncode != 0 and "o_fp8_qdq" in p.stderr, "the patch's unit test must fail on the pin"
+
+
+def test_unpatched_tree_fails_the_wiring_and_init_checks(dsv4_tree, run_sglang_unit_test,
+                                                           sglang_init_probe):
+    """On the pin the wiring test fails on behaviour (o reaches wo_a unrounded; the fused kernel
+    runs), not on an import; the layer-init checks and the forward hook do not exist."""
+    p = run_sglang_unit_test(dsv4_tree("sglang") / IN_TREE_WIRING_TEST,
+                             dsv4_tree("sglang", patched=False))
+    assert p.returncode != 0
+    assert "values differ" in p.stderr and "ImportError" not in p.stderr, p.stderr[-3000:]
+    res = sglang_init_probe(False)
+    with pytest.raises((AssertionError, KeyError)):
+        check_init(res)
+    assert res["forward_negative"] == "missing"

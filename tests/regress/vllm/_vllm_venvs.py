@@ -103,8 +103,10 @@ def pytest_only_path() -> Path:
     return dst
 
 
-def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900):
+def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900,
+                extra_env: dict[str, str] | None = None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "TRITON_"))}
+    env.update(extra_env or {})
     env["DSV4_PYTEST_PATH"] = str(pytest_only_path())
     env.update({
         "PYTHONPATH": os.pathsep.join(str(p) for p in [ROOT, *pythonpath]),  # kernels/ oracles first
@@ -116,9 +118,13 @@ def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: in
                           env=env, cwd=str(ROOT), timeout=timeout)
 
 
-def check_runner(venvs: dict[bool, Path], check_dirs: list[Path]):
+def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: Path):
     """`get(name, patched=True)`: run checks/<name>.py (first found in check_dirs) in one venv,
-    once per session, and return its JSON {sub-check: {"ok": bool, "error": str}}."""
+    once per session, and return its JSON {sub-check: {"ok": bool, "error": str}}.
+
+    Checks that run the tree's own test files read them from DSV4_TREE_VLLM, the patched tree, in
+    both venvs (the unpatched modules must fail the patch's tests), under `dsv4-patch regress` and
+    plain pytest alike."""
     cache: dict[tuple[str, bool], dict] = {}
 
     def script(name: str) -> Path:
@@ -127,7 +133,8 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path]):
     def get(name: str, patched: bool = True) -> dict:
         key = (name, patched)
         if key not in cache:
-            r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs)
+            r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs,
+                            extra_env={"DSV4_TREE_VLLM": str(patched_tree)})
             lines = [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK ")]
             if not lines:
                 pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "

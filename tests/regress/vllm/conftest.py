@@ -43,5 +43,5 @@ def vllm_venvs(dsv4_tree) -> dict[bool, Path]:
 
 
 @pytest.fixture(scope="session")
-def vllm_check(vllm_venvs):
-    return check_runner(vllm_venvs, [CHECKS])
+def vllm_check(vllm_venvs, dsv4_tree):
+    return check_runner(vllm_venvs, [CHECKS], dsv4_tree("vllm"))

@@ -10,14 +10,20 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
 
 from _standalone_sparse_mla import load
-from kernels.fp8_ds_mla import naive
+
+try:
+    import torch
+
+    from kernels.fp8_ds_mla import naive
+except ImportError:  # still collected (regress names these ids), then skipped below, not an error
+    torch = naive = None
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the lent H200)"),
+    pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0 -e '.[kernels]')"),
+    pytest.mark.skipif(torch is not None and not torch.cuda.is_available(), reason="needs a CUDA GPU (the lent H200)"),
 ]
 
 NOPE, ROPE, SCALE = 448, 64, 0.05

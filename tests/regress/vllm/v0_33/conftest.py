@@ -4,9 +4,9 @@
 Same scheme as ../conftest.py (overlay venvs, one check script per patch, run once per session),
 with three differences:
 
-- The trees are never built here: DSV4_TREE_VLLM (patched) and DSV4_BASE_VLLM (pristine) must point
-  at a v0.33.0 tree, as `dsv4-patch bump`/`regress` set them; otherwise every test here skips
-  (the pinned stack is v0.27.1, which ../ tests).
+- The trees are the v0.33.0 release's: DSV4_TREE_VLLM (patched) and DSV4_BASE_VLLM (pristine) where
+  `dsv4-patch regress vllm@v0.33.0` (or `bump`) set them to a v0.33.0 tree, else the release's own
+  trees built through the engine (`dsv4_tree("vllm", release="v0.33.0")`), as plain pytest and CI do.
 - vLLM 0.33.0 requires torch==2.14.0, which is not on this machine's disk (only the 2.13.0 CPU
   build and a 2.14.1 CUDA build are), and pip would pull the multi-GB CUDA 2.14.0 from PyPI. So the
   base venv is NOT made by build_overlay's `pip install vllm==0.33.0`: it is a hard-link clone of the
@@ -26,18 +26,20 @@ import pytest
 
 from _vllm_venvs import PACKAGE, check_runner, hardlink_clone, overlay_pair, release_version, venv_cache
 from dsv4_patch.build import venv_python
+from dsv4_patch.sources.base import Cache
 
 HERE = Path(__file__).resolve().parent
 CHECK_DIRS = [HERE / "checks", HERE.parent / "checks"]
 VERSION, OLD_VERSION = "0.33.0", "0.27.1"
 
 
-def _trees() -> tuple[Path, Path]:
+def _trees(dsv4_tree) -> tuple[Path, Path]:
     patched, base = os.environ.get("DSV4_TREE_VLLM"), os.environ.get("DSV4_BASE_VLLM")
-    if not (patched and base):
-        pytest.skip("v0.33.0 variants: set DSV4_TREE_VLLM/DSV4_BASE_VLLM to a v0.33.0 tree "
-                    "(`dsv4-patch bump vllm 0.33.0` does)")
-    patched, base = Path(patched), Path(base)
+    if patched and base and release_version(Path(base)) == VERSION:
+        patched, base = Path(patched), Path(base)
+    else:  # plain pytest, or a regress run of the v0.27.1 release: this release's own trees
+        patched = dsv4_tree("vllm", release=f"v{VERSION}")
+        base = dsv4_tree("vllm", patched=False, release=f"v{VERSION}")
     for t in (patched, base):
         if release_version(t) != VERSION:
             pytest.skip(f"v0.33.0 variants: {t} is vLLM {release_version(t)}, not {VERSION}")
@@ -54,19 +56,27 @@ def _make_base_venv(venv: Path) -> None:
         (tmp / ".dsv4-build.json").unlink(missing_ok=True)  # a hard link: unlink, never rewrite
         # humming-kernels: vLLM 0.33.0 pins 0.1.19 (requirements/cuda.txt) and imports it at module
         # level (quantization/utils/humming); the v0.27.1 venv has 0.1.10. Pure Python, no deps.
+        # The tool's archive cache may hold the release's wheel already (the DeepGEMM 2.8.1 source
+        # reads it, sha256-checked): install that file rather than download 336 MB again.
+        cached = sorted((Cache.default().root / "archives").glob(f"{PACKAGE}-{VERSION}-*.whl"))
         subprocess.run([str(venv_python(tmp)), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                        "--no-deps", f"{PACKAGE}=={VERSION}", "humming-kernels==0.1.19"], check=True,
-                       capture_output=True, text=True)
+                        "--no-deps", str(cached[0]) if cached else f"{PACKAGE}=={VERSION}",
+                        "humming-kernels==0.1.19"], check=True, capture_output=True, text=True)
 
     hardlink_clone(old, venv, prepare=install)
 
 
 @pytest.fixture(scope="session")
-def vllm_venvs() -> dict[bool, Path]:
-    patched_tree, base_tree = _trees()
+def vllm_trees(dsv4_tree) -> tuple[Path, Path]:
+    return _trees(dsv4_tree)
+
+
+@pytest.fixture(scope="session")
+def vllm_venvs(vllm_trees) -> dict[bool, Path]:
+    patched_tree, base_tree = vllm_trees
     return overlay_pair(base_tree, patched_tree, VERSION, make_base=_make_base_venv)
 
 
 @pytest.fixture(scope="session")
-def vllm_check(vllm_venvs):
-    return check_runner(vllm_venvs, CHECK_DIRS)
+def vllm_check(vllm_venvs, vllm_trees):
+    return check_runner(vllm_venvs, CHECK_DIRS, vllm_trees[0])

@@ -1,0 +1,58 @@
+"""Does the stack still apply at a new pin? `pin` and `pin --dry-run` ask before moving it.
+
+The question is the one `bump` answers (rebase every patch onto REF, one verdict per patch), so
+it is asked through `bump` itself, writing only under a private temporary folder: the refreshed
+patches go to --into there, the pin and patches/ stay untouched, no regression run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import Project
+from .errors import Dsv4Error
+from .sources import Progress
+
+
+@dataclass
+class PinCheck:
+    ref: str
+    checked: bool
+    broken: list[dict] = field(default_factory=list)  # [{"patch", "status", "files"}]
+    applied: int = 0
+    why_unchecked: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.checked and not self.broken
+
+    def summary(self) -> str:
+        if not self.checked:
+            return f"not checked whether the stack applies at {self.ref}: {self.why_unchecked}"
+        if not self.broken:
+            return f"all {self.applied} patches apply at {self.ref}"
+        total = self.applied + len(self.broken)
+        parts = [f"{b['patch']} ({b['status']}{' in ' + ', '.join(b['files']) if b['files'] else ''})"
+                 for b in self.broken]
+        return f"{len(self.broken)} of {total} patches do not apply at {self.ref}: " + "; ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"ref": self.ref, "checked": self.checked, "ok": self.ok, "applied": self.applied,
+                "broken": self.broken, "why_unchecked": self.why_unchecked}
+
+
+def check_pin(project: Project, stack: str, ref: str, *, source: str | None = None,
+              progress: Progress = None) -> PinCheck:
+    from .bump import BumpOptions, bump
+
+    with tempfile.TemporaryDirectory(prefix="dsv4-pin-check-") as td:
+        opts = BumpOptions(regress=False, into=Path(td) / "refreshed", source=source, out=Path(td) / "build")
+        try:
+            rep = bump(project, stack, ref, opts=opts, progress=progress)
+        except Dsv4Error as e:
+            return PinCheck(ref, False, why_unchecked=e.one_line())
+    broken = [{"patch": o.patch, "status": o.status, "files": list(o.files)}
+              for o in rep.outcomes if o.blocking or o.status in ("upstreamed", "not-tried")]
+    return PinCheck(ref, True, broken, applied=len(rep.outcomes) - len(broken))

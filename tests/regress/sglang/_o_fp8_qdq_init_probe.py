@@ -1,0 +1,109 @@
+"""Subprocess probe: how one SGLang tree's deepseek_v4 treats the o FP8 QDQ switch when a layer is
+built, and what a bad value does in forward.
+
+    python _o_fp8_qdq_init_probe.py OUT.json     (env: the tree's python/ on PYTHONPATH)
+
+Each case sets the module's switch (`_O_FP8_QDQ_BLOCK`, what deepseek_v4 read from
+SGLANG_DSV4_O_FP8_QDQ_BLOCK at import) and the platform flags, then runs what `MQALayer.__init__` /
+`DSparkAttention.__init__` run for the switch (`_init_o_fp8_qdq(self, _o_fp8_qdq_ignored_by(self))`)
+on a stand-in layer of the DeepSeek-V4 Flash shape (64 heads x 512 in 8 groups: D = 4096). Real
+layers are not built: that needs SGLang's distributed and model-runner state. Recorded per case: the
+exception (type and message) or "ok", and the warnings logged. On a tree without the patch each case
+records "missing: ..." instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import types
+from pathlib import Path
+from unittest import mock
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _o_fp8_qdq_probe import _StubFinder  # noqa: E402
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def layer(**kw):
+    base = dict(n_heads=64, head_dim=512, n_groups=8, use_mega_attention=False, wo_a_fp8=False,
+                use_npu_arch35_mxfp8_wo_a=False,
+                wo_a=types.SimpleNamespace(weight=torch.zeros(1, dtype=torch.bfloat16)))
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+# name -> (block, platform patches, stand-in layer attributes)
+CASES = {
+    "cuda_bf16": (32, {}, {}),
+    "off_on_rocm": (0, {"_is_hip": True}, {}),
+    "negative": (-32, {}, {}),
+    "not_power_of_two": (48, {}, {}),
+    "does_not_divide_d": (8192, {}, {}),
+    "rocm_bf16": (32, {"_is_hip": True}, {}),
+    "npu_bf16": (32, {"_is_npu": True}, {}),
+    "mega": (32, {}, {"use_mega_attention": True}),
+    "fp8_wo_a": (32, {}, {"wo_a_fp8": True}),
+    "rocm_mxscale": (32, {"_is_hip": True, "_wo_a_fp8_mxscale": object()}, {"wo_a_fp8": True}),
+    "npu_mxfp8": (32, {"_is_npu": True}, {"use_npu_arch35_mxfp8_wo_a": True}),
+    "gguf": (32, {}, {"wo_a": types.SimpleNamespace(qweight=None)}),
+    "mega_again": (32, {}, {"use_mega_attention": True}),  # the warning is logged once
+}
+
+
+def run_case(dv4, block, platform, attrs, records) -> dict:
+    before = len(records.messages)
+    with mock.patch.object(dv4, "_O_FP8_QDQ_BLOCK", block, create=True), \
+            mock.patch.multiple(dv4, **platform) if platform else mock.patch.dict({}):
+        try:
+            init, ignored_by = dv4._init_o_fp8_qdq, dv4._o_fp8_qdq_ignored_by
+        except AttributeError as e:
+            return {"result": f"missing: {e}", "warnings": []}
+        s = layer(**attrs)
+        try:
+            init(s, ignored_by(s))
+            result = "ok"
+        except Exception as e:  # recorded for the test to judge
+            result = f"{type(e).__name__}: {e}"
+    return {"result": result, "warnings": records.messages[before:]}
+
+
+def forward_with(dv4, block) -> str:
+    """What the wo_a-side hook does with `block` set (no layer check in between)."""
+    o = torch.ones(2, 8, 64, dtype=torch.bfloat16)
+    with mock.patch.object(dv4, "_O_FP8_QDQ_BLOCK", block, create=True):
+        hook = getattr(dv4, "_maybe_o_fp8_qdq_", None)
+        if hook is None:
+            return "missing"
+        try:
+            hook(o)
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+    return "ok"
+
+
+def main(out_path: str) -> None:
+    sys.meta_path.append(_StubFinder())
+    import sglang.srt.models.deepseek_v4 as dv4
+
+    records = _Records()
+    logging.getLogger().addHandler(records)
+    out = {name: run_case(dv4, *case, records) for name, case in CASES.items()}
+    out["forward_negative"] = forward_with(dv4, -32)
+    out["import_value"] = getattr(dv4, "_O_FP8_QDQ_BLOCK", None)
+    Path(out_path).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
