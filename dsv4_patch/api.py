@@ -72,6 +72,15 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
     return results
 
 
+def stopped(project: Project, targets: list[StackConfig], *, out: Path | None = None) -> list[StackConfig]:
+    """The targets whose last apply stopped at a conflict (a failed tree is kept for them): what a
+    bare `apply STACK --continue/--abort` means when the stack has several releases."""
+    from . import resolve
+
+    where = out_dir(project, out)
+    return [t for t in targets if resolve.failed_tree(where, t.label).is_dir()]
+
+
 def abort_apply(project: Project, stack: str, *, out: Path | None = None) -> Path:
     from . import resolve
 

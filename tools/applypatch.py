@@ -289,6 +289,9 @@ def apply(
         if (resume or abort) and not stacks:
             raise UsageError("--continue and --abort need the STACK whose apply stopped",
                              hint="e.g. dsv4-patch apply vllm --continue")
+        if (resume or abort) and not release and not any("@" in s for s in stacks):
+            # a bare stack name selects all its releases: continue (abort) the ones that stopped
+            targets = api.stopped(proj, targets, out=out_dir) or targets
         if abort:
             for cfg in targets:
                 gone = api.abort_apply(proj, cfg.label, out=out_dir)

@@ -236,3 +236,19 @@ def test_release_tables_are_validated(env):
         with pytest.raises(ConfigError, match=msg) as e:
             load_project(env.root)
         assert "\n" not in e.value.one_line()
+
+
+def test_a_bare_continue_finishes_the_release_that_stopped(env):
+    """`apply STACK --continue` with a stack of several releases continues the one whose apply
+    stopped; it used to fail on every other release ("no stopped apply to continue")."""
+    two_releases(env)
+    cli(env, "apply", check=0)
+    env.up.write("src/a.py", numbered(60).replace("line 3\n", "line 3 (upstream)\n"))
+    env.repin(env.up.commit("upstream rewrites line 3"))
+    cli(env, "apply", "demo", check=3)  # the primary stops; v2 is unchanged
+    failed = env.out / ".dsv4" / "failed" / "demo"
+    assert "<<<<<<<" in (failed / "src/a.py").read_text()
+    (failed / "src/a.py").write_text(numbered(60).replace("line 3\n", "line three (upstream)\n"))
+    p = cli(env, "apply", "demo", "--continue", check=0)
+    assert "demo@v2" not in p.stdout + p.stderr
+    assert "line three (upstream)" in (env.out / "demo/src/a.py").read_text()
