@@ -237,16 +237,18 @@ def encode_edge_codes():
 
 
 def _on(arch: str, blocked: bool, fn):
-    """fn() on a simulated ROCm `arch`, every FP8 cast failing if `blocked`."""
-    orig_is_rocm = type(current_platform).is_rocm
+    """fn() on a simulated ROCm `arch`, every FP8 cast failing if `blocked`. (is_cpu off too: from
+    v0.33.0 the indexer query has a CPU op, taken before the Triton kernel.)"""
+    plat = type(current_platform)
+    orig = plat.is_rocm, plat.is_cpu
     _fake_amdsmi.set_arch(arch)
-    type(current_platform).is_rocm = lambda self: True
+    plat.is_rocm, plat.is_cpu = (lambda self: True), (lambda self: False)
     FP8_BLOCKED["on"] = blocked
     try:
         return fn()
     finally:
         FP8_BLOCKED["on"] = False
-        type(current_platform).is_rocm = orig_is_rocm
+        plat.is_rocm, plat.is_cpu = orig
 
 
 def _both(fn):
@@ -385,16 +387,26 @@ def every_writer_asks_for_integer_encode_only_on_gfx936():
     seen = {}
 
     class _Recorder:
+        """A Triton kernel (kernel[grid](...)) or a JIT-warmup kernel object (obj(...))."""
+
         def __init__(self, name):
             self.name = name
 
         def __getitem__(self, grid):
-            return lambda *a, **kw: seen.__setitem__(self.name, kw)
+            return self
 
-    kernels = {
-        (fq, "_fused_indexer_q_rope_quant_kernel"): "indexer_q",
-        (fr, "_fused_inv_rope_fp8_quant_per_head"): "inv_rope",
+        def __call__(self, *a, **kw):
+            seen[self.name] = {"MANUAL_E4M3": kw.get("MANUAL_E4M3", kw.get("manual_e4m3", False))}
+
+    def first(m, *names):
+        return next((m, n) for n in names if hasattr(m, n))
+
+    kernels = {  # v0.27.1 names first, then v0.33.0's kernel objects
+        first(fq, "_fused_indexer_q_rope_quant_kernel", "_FUSED_INDEXER_Q_ROPE_QUANT_TRITON_KERNEL"): "indexer_q",
+        first(fr, "_fused_inv_rope_fp8_quant_per_head", "_FUSED_INV_ROPE_FP8_QUANT_KERNEL"): "inv_rope",
         (fc, "_fused_kv_compress_norm_rope_insert_sparse_attn"): "compressor",
+        first(fc, "_FUSED_KV_COMPRESS_NORM_ROPE_INSERT_INDEXER_TRITON_KERNEL",
+              "_fused_kv_compress_norm_rope_insert_indexer_attn"): "indexer_compressor",
         (fc, "_compress_gather_split_sparse_attn"): "split_gather",
         (fc, "_finalize_norm_rope_quant_store_sparse_attn"): "two_stage",
     }
@@ -419,6 +431,11 @@ def every_writer_asks_for_integer_encode_only_on_gfx936():
                     i["state"], 1, i["req"], i["pos"], i["slots"], i["table"], 8, 512, i["cs"], kv,
                     SimpleNamespace(slot_mapping=i["slots"]), {}, 512, 64, 128, False, False, i["w"],
                     1e-6, 64, 576, 8)
+                kv = torch.zeros(1, 16, 132, dtype=torch.uint8)
+                fc.compress_norm_rope_store_triton(
+                    i["state"], 1, i["req"], i["pos"], i["slots"], i["table"], 8, 256, i["cs"], kv,
+                    SimpleNamespace(slot_mapping=i["slots"]), {}, 128, 64, 4, True, False, i["w"],
+                    1e-6, 128, 128, 4)
                 fc._launch_two_stage_sparse_attn_compressor(
                     i["state"], i["req"], i["pos"], i["slots"], i["table"], 8, 512, 128, i["cs"], kv,
                     i["slots"], i["w"], 1e-6, 64, 576, 8, 512, 64, 1, torch.empty(1, 512))
@@ -429,8 +446,8 @@ def every_writer_asks_for_integer_encode_only_on_gfx936():
     finally:
         for (m, name), k in saved.items():
             setattr(m, name, k)
-    want = {a: dict.fromkeys(("indexer_q", "inv_rope", "compressor", "two_stage"), a == "gfx936")
-            for a in got}
+    want = {a: dict.fromkeys(("indexer_q", "inv_rope", "compressor", "indexer_compressor", "two_stage"),
+                             a == "gfx936") for a in got}
     assert got == want, f"integer e4m3 encode per arch and writer: got {got}, want {want}"
 
 
