@@ -2,8 +2,10 @@
 e.g. the lent H200: vllm/v1/attention/ops/common.py and, under vllm/models/deepseek_v4/common/ops/,
 cache_utils.py, fused_indexer_q.py, fused_inv_rope_fp8_quant.py and fused_compress_quant_cache.py
 are the tree's own files, loaded as the modules of those names; the vLLM infrastructure they import
-at module level is replaced by stand-ins (platform: CUDA, OCP e4m3, no PDL; no CuTe DSL; the JIT
-warmup classes, which the writers do not use, by an inert class).
+at module level is replaced by stand-ins (platform: CUDA, OCP e4m3, no PDL; no CuTe DSL). The JIT
+warmup machinery (from v0.33.0 several writers launch through it) is the tree's own
+vllm/model_executor/warmup/jit_warmup*.py, loaded the same way; an inert class stands for it only in
+a tree that has no such files.
 
 `install(tree)` puts the modules into sys.modules (for mock.patch by dotted name and for the
 in-tree test file, which imports them by those names); `uninstall()` takes everything out again."""
@@ -16,6 +18,10 @@ import types
 from pathlib import Path
 
 OPS = "vllm.models.deepseek_v4.common.ops"
+_WARMUP = {  # loaded from the tree where its writers launch through them (v0.33.0)
+    "vllm.model_executor.warmup.jit_warmup": "vllm/model_executor/warmup/jit_warmup.py",
+    "vllm.model_executor.warmup.jit_warmup_triton_helper": "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
+}
 _FILES = {  # module -> file in the tree, in import order
     "vllm.v1.attention.ops.common": "vllm/v1/attention/ops/common.py",
     f"{OPS}.fused_indexer_q": "vllm/models/deepseek_v4/common/ops/fused_indexer_q.py",
@@ -43,7 +49,19 @@ class _Inert:
         return cls()
 
 
+class _Envs(types.ModuleType):
+    VLLM_TRITON_JIT_WARMUP_NUM_THREADS = 1
+
+    def __getattr__(self, name):  # any other switch: off
+        return False
+
+
 class _Platform:
+    device_type = "cuda"
+
+    def is_cpu(self):
+        return False
+
     def is_rocm(self):
         return False
 
@@ -79,7 +97,7 @@ def _tma_aligned_size(x: int, element_size: int) -> int:
     return (x + align - 1) // align * align
 
 
-def _stubs() -> dict[str, types.ModuleType]:
+def _stubs(tree: Path) -> dict[str, types.ModuleType]:
     import torch
     import triton
     import triton.language as tl
@@ -98,12 +116,17 @@ def _stubs() -> dict[str, types.ModuleType]:
     stubs = {n: mod(n) for n in names}
     stubs.update({
         "vllm.platforms": mod("vllm.platforms", current_platform=_Platform()),
-        "vllm.triton_utils": mod("vllm.triton_utils", tl=tl, triton=triton),
+        "vllm.envs": _Envs("vllm.envs"),
+        "vllm.triton_utils": mod("vllm.triton_utils", tl=tl, triton=triton, HAS_TRITON=True),
+        "vllm.transformers_utils.deepseek_v4_utils": mod(
+            "vllm.transformers_utils.deepseek_v4_utils", get_compress_ratios=lambda *a, **kw: []),
         "vllm.distributed.parallel_state": mod("vllm.distributed.parallel_state", GroupCoordinator=object),
         "vllm.utils.import_utils": mod("vllm.utils.import_utils", has_cutedsl=lambda: False),
-        "vllm.utils.math_utils": mod("vllm.utils.math_utils", next_power_of_2=triton.next_power_of_2),
+        "vllm.utils.math_utils": mod("vllm.utils.math_utils", next_power_of_2=triton.next_power_of_2,
+                                     round_up=lambda x, y: (x + y - 1) // y * y),
         "vllm.utils.torch_utils": mod("vllm.utils.torch_utils", direct_register_custom_op=_register_custom_op),
-        "vllm.utils.deep_gemm": mod("vllm.utils.deep_gemm", get_tma_aligned_size=_tma_aligned_size),
+        "vllm.utils.deep_gemm": mod("vllm.utils.deep_gemm", get_tma_aligned_size=_tma_aligned_size,
+                                    mqa_logits_use_mx_scales=lambda: False),
         "vllm.model_executor.layers.quantization.utils.quant_utils": mod(
             "vllm.model_executor.layers.quantization.utils.quant_utils",
             get_fp8_min_max=lambda: (-448.0, 448.0)),
@@ -113,6 +136,10 @@ def _stubs() -> dict[str, types.ModuleType]:
             "vllm.model_executor.warmup.jit_warmup_triton_helper",
             TritonPointerInputVariant=_Inert, TritonWarmupTensor=_Inert),
     })
+    stubs["vllm.transformers_utils"] = mod("vllm.transformers_utils")
+    if (tree / _WARMUP["vllm.model_executor.warmup.jit_warmup_triton_helper"]).exists():
+        for name in _WARMUP:
+            del stubs[name]
     del torch
     return stubs
 
@@ -120,11 +147,12 @@ def _stubs() -> dict[str, types.ModuleType]:
 def install(tree: Path) -> dict[str, types.ModuleType]:
     """Load the tree's writer modules under their vLLM names; returns them by short name."""
     uninstall()
-    stubs = _stubs()
+    stubs = _stubs(tree)
     sys.modules.update(stubs)
     _installed.extend(stubs)
     loaded = {}
-    for name, rel in _FILES.items():
+    files = {n: r for n, r in _WARMUP.items() if n not in stubs} | _FILES
+    for name, rel in files.items():
         spec = importlib.util.spec_from_file_location(name, tree / rel)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
