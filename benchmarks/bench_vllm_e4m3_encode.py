@@ -70,9 +70,15 @@ def indexer_q(mods, n: int, gen: torch.Generator):
     out = torch.empty(n, 64, 128, dtype=torch.float8_e4m3fn, device="cuda")
     wout = torch.empty(n, 64, device="cuda")
 
-    def run():
-        fq.fused_indexer_q_rope_quant(pos, q, cs, w, 128**-0.5, 64**-0.5, output_buffers=(out, wout))
-        return out.view(torch.uint8)
+    import inspect
+
+    if "output_buffers" in inspect.signature(fq.fused_indexer_q_rope_quant).parameters:
+        def run():
+            fq.fused_indexer_q_rope_quant(pos, q, cs, w, 128**-0.5, 64**-0.5, output_buffers=(out, wout))
+            return out.view(torch.uint8)
+    else:  # v0.33.0: the function allocates its output
+        def run():
+            return fq.fused_indexer_q_rope_quant(pos, q, cs, w, 128**-0.5, 64**-0.5)[0].view(torch.uint8)
 
     return fq, run
 
