@@ -18,12 +18,16 @@
     ...
 
 The file is validated against the schema in config_schema.py; every error is one line naming
-file:line and the key. A release is a StackConfig of its own (same name, `release` set,
+file:line and the key. A text that passed is remembered (see _validated), so pydantic is imported
+only when stacks.toml changed. A release is a StackConfig of its own (same name, `release` set,
 `primary` False): the engine builds, lints and exports it like any stack, into OUT/<name>@<tag>.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import json
 import os
 import re
 import sys
@@ -35,13 +39,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from pydantic import ValidationError
-
-from . import config_schema as schema
+from . import __version__
 from .errors import ConfigError, UsageError
+from .tomllines import locate
 
 STACKS_FILE = Path("patches") / "stacks.toml"
-SOURCE_KINDS = schema.SOURCE_KINDS
+SOURCE_KINDS = ("git", "sdist", "wheel", "path")
 RELEASES_DIR = "releases"  # a release's default patch folder: patches/<stack>/releases/<tag>
 # A stack name becomes a folder name (OUT/<stack>), a branch (dsv4/<stack>) and an environment
 # variable (DSV4_TREE_<STACK>): one path component, no dots (no '..', no hidden folders).
@@ -247,9 +250,9 @@ def _toml_error(path: Path, e: "tomllib.TOMLDecodeError") -> ConfigError:
     return ConfigError(f"{path}: {' '.join(msg.split())}", hint="fix the TOML syntax")
 
 
-def _patch_dir(root: Path, value: str, where: str, line: int, path: Path) -> Path:
+def _patch_dir(root: Path, value: str, where: str, line, path: Path) -> Path:
     """patches/<value>, refused unless it names a folder inside patches/ (no absolute path, no
-    '..', no symlink out of it)."""
+    '..', no symlink out of it). `line()` finds the line for the error (only then: it is slow)."""
     p = PurePosixPath(value)
     bad = (not value or "\\" in value or p.is_absolute() or ".." in p.parts or value.strip("/.") == ""
            or any(part.startswith(".") for part in p.parts))
@@ -258,7 +261,7 @@ def _patch_dir(root: Path, value: str, where: str, line: int, path: Path) -> Pat
         full = (root / "patches" / p).resolve()
         bad = full == base or base not in full.parents
     if bad:
-        raise ConfigError(f"{path}:{line}: {where}: patches = {value!r} must name a folder inside patches/",
+        raise ConfigError(f"{path}:{line()}: {where}: patches = {value!r} must name a folder inside patches/",
                           hint="use a relative path such as \"vllm\" or \"vllm/releases/v0.33.0\", without '..'")
     return root / "patches" / p
 
@@ -268,9 +271,8 @@ def _sources(d: dict) -> list[SourceSpec]:
 
 
 def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> StackConfig:
-    at = schema.locate(text, ("stacks", name))
     if not STACK_NAME.fullmatch(name):
-        raise ConfigError(f"{path}:{at}: stack name {name!r} is not a plain name",
+        raise ConfigError(f"{path}:{locate(text, ('stacks', name))}: stack name {name!r} is not a plain name",
                           hint="use letters, digits, '-' and '_': it names folders, branches and variables")
     patches = d.get("patches", name)
     cfg = StackConfig(
@@ -279,7 +281,7 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
         tag=d.get("tag"),
         commit=d["commit"].lower(),
         track=d.get("track"),
-        patch_dir=_patch_dir(root, patches, f"[stacks.{name}]", schema.locate(text, ("stacks", name, "patches")), path),
+        patch_dir=_patch_dir(root, patches, f"[stacks.{name}]", lambda: locate(text, ("stacks", name, "patches")), path),
         sources=_sources(d),
         synced=dict(d.get("synced", {})),
         raw={k: v for k, v in d.items() if k != "releases"},
@@ -288,12 +290,14 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
     cfg.release = cfg.tag or cfg.commit[:12]
     for rel, r in d.get("releases", {}).items():
         where = f'[stacks.{name}.releases."{rel}"]'
-        line = schema.locate(text, ("stacks", name, "releases", rel))
+        def line(rel=rel) -> int:
+            return locate(text, ("stacks", name, "releases", rel))
+
         if not RELEASE_NAME.fullmatch(rel) or ".." in rel:
-            raise ConfigError(f"{path}:{line}: {where}: release {rel!r} is not a plain tag",
+            raise ConfigError(f"{path}:{line()}: {where}: release {rel!r} is not a plain tag",
                               hint="use a tag such as v0.33.0: letters, digits, '.', '-', '_' and '+'")
         if rel in (cfg.release, cfg.tag):
-            raise ConfigError(f"{path}:{line}: {where}: {rel} is the primary release of {name} (tag = {cfg.tag!r})",
+            raise ConfigError(f"{path}:{line()}: {where}: {rel} is the primary release of {name} (tag = {cfg.tag!r})",
                               hint="a release table is for a further release; remove it or change its key")
         rel_patches = r.get("patches", f"{patches.rstrip('/')}/{RELEASES_DIR}/{rel}")
         cfg.releases[rel] = StackConfig(
@@ -303,7 +307,8 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
             commit=r["commit"].lower(),
             track=cfg.track,
             patch_dir=_patch_dir(root, rel_patches, where,
-                                 schema.locate(text, ("stacks", name, "releases", rel, "patches")) or line, path),
+                                 lambda rel=rel, line=line: locate(text, ("stacks", name, "releases", rel, "patches"))
+                                 or line(), path),
             sources=_sources(r),
             synced=dict(r["synced"] if r.get("synced") is not None else cfg.synced),
             raw={"upstream": cfg.upstream, "release": rel, **r},
@@ -315,17 +320,36 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
 
 
 def parse_project(root: Path, text: str, path: Path) -> Project:
-    """Validate the text of stacks.toml and build the project (nothing is read or written)."""
+    """Validate the text of stacks.toml and build the project (nothing is read or written, but
+    the memo of validated texts in the tool's cache)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _toml_error(path, e) from None
+    if _validated(text):
+        try:
+            return _build_project(root, data, text, path)
+        except Exception:  # noqa: BLE001 - a memo that lied: validate, so the error is the schema's own
+            pass
+    _validate(data, text, path)
+    _remember(text)
+    return _build_project(root, data, text, path)
+
+
+def _validate(data: dict, text: str, path: Path) -> None:
+    from pydantic import ValidationError
+
+    from . import config_schema as schema
+
     try:
         schema.StacksFile.model_validate(data)
     except ValidationError as e:
         loc, msg, hint = schema.first_error(e, data)
-        line = schema.locate(text, loc)
+        line = locate(text, loc)
         raise ConfigError(f"{path}:{line}: {msg}" if line else f"{path}: {msg}", hint=hint) from None
+
+
+def _build_project(root: Path, data: dict, text: str, path: Path) -> Project:
     stacks = {n: _parse_stack(root, n, d, path, text) for n, d in data["stacks"].items()}
     owners: dict[Path, str] = {}
     for cfg in stacks.values():
@@ -335,6 +359,75 @@ def parse_project(root: Path, text: str, path: Path) -> Project:
                 raise ConfigError(f"{path}: {r.label} and {other} share the patch folder {r.patch_dir}",
                                   hint="each stack and release needs its own folder (export would overwrite the other's)")
     return Project(root=root, stacks=stacks)
+
+
+# ---------------------------------------------------------------- the memo of validated texts
+# Validating with pydantic costs ~100 ms of imports on every command; stacks.toml rarely changes.
+# A text that passed is remembered as a file named by the sha256 of (schema fingerprint, text).
+# The memo holds no data: the project is always built from the file itself; the memo only lets
+# the schema check be skipped. An entry that does not parse, or does not name its own key, is
+# ignored (and rewritten); if building the project from a remembered text fails in any way, the
+# text is validated again, so an error is always the schema's own. A changed schema, tool
+# version or pydantic gives another fingerprint, so old entries are simply never found.
+MEMO_DIR = "config-memo"
+MEMO_FORMAT = 1
+MEMO_KEEP = 256  # entries kept; beyond that the oldest go
+
+
+def _schema_fingerprint() -> bytes:
+    h = hashlib.sha256(f"{MEMO_FORMAT}\0{__version__}\0".encode())
+    h.update(Path(__file__).with_name("config_schema.py").read_bytes())
+    spec = importlib.util.find_spec("pydantic")  # finds, does not import
+    if spec and spec.origin:
+        try:
+            h.update(Path(spec.origin).with_name("version.py").read_bytes())
+        except OSError:
+            h.update(b"pydantic: no version.py")
+    return h.digest()
+
+
+def _memo_file(text: str) -> tuple[Path, str] | None:
+    try:
+        from .sources.base import Cache  # the adapter owns the cache's location (lazily: no cycle)
+
+        key = hashlib.sha256(_schema_fingerprint() + b"\0" + text.encode("utf-8", "surrogateescape")).hexdigest()
+        return Cache.default().root / MEMO_DIR / f"{key}.json", key
+    except OSError:
+        return None
+
+
+def _validated(text: str) -> bool:
+    """True when this very text passed this very schema before."""
+    where = _memo_file(text)
+    if where is None:
+        return False
+    f, key = where
+    try:
+        entry = json.loads(f.read_bytes()[:4096])
+    except (OSError, ValueError):
+        return False
+    return isinstance(entry, dict) and entry.get("format") == MEMO_FORMAT and entry.get("key") == key \
+        and entry.get("valid") is True
+
+
+def _remember(text: str) -> None:
+    """Best effort: a cache that cannot be written only means validating again next time."""
+    where = _memo_file(text)
+    if where is None:
+        return
+    f, key = where
+    tmp = f.with_name(f".{f.name}.tmp-{os.getpid()}")
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"format": MEMO_FORMAT, "key": key, "valid": True}))
+        os.replace(tmp, f)  # a reader sees the whole entry or none (a torn one is ignored anyway)
+        entries = list(f.parent.glob("*.json"))
+        if len(entries) > MEMO_KEEP:
+            entries.sort(key=lambda p: p.stat().st_mtime)
+            for old in entries[: len(entries) - MEMO_KEEP // 2]:
+                old.unlink(missing_ok=True)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def load_project(root: Path | None = None) -> Project:

@@ -62,21 +62,37 @@ def _ref_changes(now: dict[str, str], then: dict[str, str] | None, branch: str) 
 
 
 def local_work(tree: Path, state: dict) -> list[str]:
-    """One phrase per kind of work that replacing the tree would lose; empty when there is none."""
+    """One phrase per kind of work that replacing the tree would lose; empty when there is none.
+
+    Two git processes (this runs on every apply, a no-op included): `status --porcelain=v2
+    --branch` gives HEAD and the changed paths at once, `for-each-ref` every ref."""
     g = Git(tree)
     found = []
     op = operation_in_progress(tree)
     if op:
         found.append(f"{op} in progress")
-    head = g.rev("HEAD")
+    head, changed = head_and_changes(g)
     if head != state.get("tip"):
         found.append(f"HEAD moved from {str(state.get('tip'))[:12]} to {str(head)[:12]} (new commits?)")
-    st = g.out("status", "--porcelain")
-    if st:
-        found.append(f"uncommitted changes ({len(st.splitlines())} paths)")
+    if changed:
+        found.append(f"uncommitted changes ({changed} paths)")
     branch = f"dsv4/{state.get('stack', '')}"
     found += _ref_changes(ref_snapshot(g, branch), state.get("refs"), branch)
     return found
+
+
+def head_and_changes(g: Git) -> tuple[str | None, int]:
+    """(HEAD's commit, or None when unborn; the number of paths `git status` lists: changed,
+    staged, untracked, unmerged) from one process. Without -z every entry is one line (a rename
+    names both paths on its line; odd names are quoted)."""
+    head, changed = None, 0
+    for line in g.run("status", "--porcelain=v2", "--branch").out.splitlines():
+        if line.startswith("# branch.oid "):
+            oid = line[len("# branch.oid "):].strip()
+            head = None if oid == "(initial)" else oid
+        elif line and not line.startswith("# "):
+            changed += 1
+    return head, changed
 
 
 def ignored_count(tree: Path) -> int:
