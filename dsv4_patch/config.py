@@ -18,16 +18,13 @@
     ...
 
 The file is validated against the schema in config_schema.py; every error is one line naming
-file:line and the key. A text that passed is remembered (see _validated), so pydantic is imported
+file:line and the key. A text that passed is remembered (configmemo.py), so pydantic is imported
 only when stacks.toml changed. A release is a StackConfig of its own (same name, `release` set,
 `primary` False): the engine builds, lints and exports it like any stack, into OUT/<name>@<tag>.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
 import os
 import re
 import sys
@@ -39,7 +36,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from . import __version__
+from . import configmemo
 from .errors import ConfigError, UsageError
 from .tomllines import locate
 
@@ -326,13 +323,13 @@ def parse_project(root: Path, text: str, path: Path) -> Project:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _toml_error(path, e) from None
-    if _validated(text):
+    if configmemo.validated(text):
         try:
             return _build_project(root, data, text, path)
         except Exception:  # noqa: BLE001 - a memo that lied: validate, so the error is the schema's own
             pass
     _validate(data, text, path)
-    _remember(text)
+    configmemo.remember(text)
     return _build_project(root, data, text, path)
 
 
@@ -359,75 +356,6 @@ def _build_project(root: Path, data: dict, text: str, path: Path) -> Project:
                 raise ConfigError(f"{path}: {r.label} and {other} share the patch folder {r.patch_dir}",
                                   hint="each stack and release needs its own folder (export would overwrite the other's)")
     return Project(root=root, stacks=stacks)
-
-
-# ---------------------------------------------------------------- the memo of validated texts
-# Validating with pydantic costs ~100 ms of imports on every command; stacks.toml rarely changes.
-# A text that passed is remembered as a file named by the sha256 of (schema fingerprint, text).
-# The memo holds no data: the project is always built from the file itself; the memo only lets
-# the schema check be skipped. An entry that does not parse, or does not name its own key, is
-# ignored (and rewritten); if building the project from a remembered text fails in any way, the
-# text is validated again, so an error is always the schema's own. A changed schema, tool
-# version or pydantic gives another fingerprint, so old entries are simply never found.
-MEMO_DIR = "config-memo"
-MEMO_FORMAT = 1
-MEMO_KEEP = 256  # entries kept; beyond that the oldest go
-
-
-def _schema_fingerprint() -> bytes:
-    h = hashlib.sha256(f"{MEMO_FORMAT}\0{__version__}\0".encode())
-    h.update(Path(__file__).with_name("config_schema.py").read_bytes())
-    spec = importlib.util.find_spec("pydantic")  # finds, does not import
-    if spec and spec.origin:
-        try:
-            h.update(Path(spec.origin).with_name("version.py").read_bytes())
-        except OSError:
-            h.update(b"pydantic: no version.py")
-    return h.digest()
-
-
-def _memo_file(text: str) -> tuple[Path, str] | None:
-    try:
-        from .sources.base import Cache  # the adapter owns the cache's location (lazily: no cycle)
-
-        key = hashlib.sha256(_schema_fingerprint() + b"\0" + text.encode("utf-8", "surrogateescape")).hexdigest()
-        return Cache.default().root / MEMO_DIR / f"{key}.json", key
-    except OSError:
-        return None
-
-
-def _validated(text: str) -> bool:
-    """True when this very text passed this very schema before."""
-    where = _memo_file(text)
-    if where is None:
-        return False
-    f, key = where
-    try:
-        entry = json.loads(f.read_bytes()[:4096])
-    except (OSError, ValueError):
-        return False
-    return isinstance(entry, dict) and entry.get("format") == MEMO_FORMAT and entry.get("key") == key \
-        and entry.get("valid") is True
-
-
-def _remember(text: str) -> None:
-    """Best effort: a cache that cannot be written only means validating again next time."""
-    where = _memo_file(text)
-    if where is None:
-        return
-    f, key = where
-    tmp = f.with_name(f".{f.name}.tmp-{os.getpid()}")
-    try:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"format": MEMO_FORMAT, "key": key, "valid": True}))
-        os.replace(tmp, f)  # a reader sees the whole entry or none (a torn one is ignored anyway)
-        entries = list(f.parent.glob("*.json"))
-        if len(entries) > MEMO_KEEP:
-            entries.sort(key=lambda p: p.stat().st_mtime)
-            for old in entries[: len(entries) - MEMO_KEEP // 2]:
-                old.unlink(missing_ok=True)
-    except OSError:
-        tmp.unlink(missing_ok=True)
 
 
 def load_project(root: Path | None = None) -> Project:

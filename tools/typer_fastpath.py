@@ -8,21 +8,26 @@ adapter, and are answered here exactly as Typer answers them:
 - the value is None (an option that was not given): Typer's RuntimeParam.coerce returns () for
   a multi-value parameter and None otherwise, before it looks at the adapter;
 - a `str` or `list[str]` parameter without a custom parser, given str values: Typer's adapter is
-  `str(value)` (its _parse_cli_str) and, for a list, a list of those.
+  `str(value)` (its _parse_cli_str) and, for a list, a list of those;
+- a `Path` parameter without a custom parser, given a str (no NUL byte) that reads the same as
+  a Path (not '', 'a/', 'a//b': Typer's messages quote the value as given): Typer's adapter turns
+  it into a Path through pydantic (which is `Path(value)`) and hands that to its own
+  coerce_cli_path, which checks exists/file_okay/readable/...; here the Path is made directly
+  and handed to the same coerce_cli_path.
 
-Anything else (a Path or an int that was given, bytes, a custom parser, a value of another type,
-a str where a list is expected) goes to Typer's own coercion, so its checks and error messages
-are unchanged. tests/engine/test_startup.py compares both on a table of values. Where Typer has
+Anything else (an int, bytes, a custom parser, a value of another type, a str where a list is
+expected) goes to Typer's own coercion, so its checks and error messages are unchanged. tests/engine/test_startup.py compares both on a table of values. Where Typer has
 no such hook (another version), nothing is changed.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, get_args, get_origin
 
 
-def _plain_str(desc: Any) -> str | None:
-    """'str', 'list' (of str) or None, for a parameter's Typer type descriptor."""
+def _plain_kind(desc: Any) -> str | None:
+    """'str', 'list' (of str), 'path' or None, for a parameter's Typer type descriptor."""
     info = getattr(desc, "parameter_info", None)
     if info is None or getattr(info, "parser", None) is not None:
         return None
@@ -31,7 +36,18 @@ def _plain_str(desc: Any) -> str | None:
         return "str"
     if get_origin(ann) is list and get_args(ann) == (str,):
         return "list"
+    if isinstance(ann, type) and issubclass(ann, Path) and getattr(info, "path_type", None) is None \
+            and _coerce_cli_path() is not None:
+        return "path"
     return None
+
+
+def _coerce_cli_path():
+    try:
+        from typer._param_types import coerce_cli_path
+    except ImportError:  # pragma: no cover (another Typer)
+        return None
+    return coerce_cli_path
 
 
 class _Lean:
@@ -39,7 +55,7 @@ class _Lean:
 
     def __init__(self, param: Any, build):
         self._param, self._build = param, build
-        self._kind = _plain_str(param.type_descriptor)
+        self._kind = _plain_kind(param.type_descriptor)
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
         if value is None:
@@ -48,6 +64,11 @@ class _Lean:
             return value
         if self._kind == "list" and type(value) in (list, tuple) and all(type(v) is str for v in value):
             return list(value)
+        if self._kind == "path" and type(value) is str and "\0" not in value and not (param.multiple or param.nargs == -1):
+            desc = param.type_descriptor
+            path = desc.annotation(value)
+            if str(path) == value:  # its error messages quote the value: only where the Path reads the same
+                return _coerce_cli_path()(path, desc.parameter_info, path_type=desc.annotation, param=param, ctx=ctx)
         return self._build().coerce(value, param=param, ctx=ctx)
 
 
