@@ -3,7 +3,7 @@ and the memo that lets a stacks.toml that passed the schema skip pydantic.
 
 All behaviour, none of it timing: benchmarks/bench_cli_noop.py measures the time.
 - a no-op `apply`, `apply --help` and `--help` import none of the heavy modules (checked in
-  sys.modules of a real CLI process); a changed stacks.toml does import pydantic (so the check
+  sys.modules of a real CLI process), and a no-op does not even parse the patches; a changed stacks.toml does import pydantic (so the check
   can fail);
 - the no-op runs at most two git processes per tree, counted where every git process starts
   (gitcmd.Git._argv);
@@ -36,7 +36,8 @@ from synth import author_commit, numbered
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pydantic", "dsv4_patch.config_schema", "dsv4_patch.e2e", "dsv4_patch.bump", "dsv4_patch.regress",
-         "dsv4_patch.resolve", "dsv4_patch.sources.archive", "dsv4_patch.fastapply")
+         "dsv4_patch.resolve", "dsv4_patch.sources.archive", "dsv4_patch.fastapply",
+         "email.parser", "dsv4_patch.lint")  # the last two: a no-op reads the patch bytes, it does not parse them
 
 PROBE = r"""
 import json, sys
@@ -384,4 +385,26 @@ def test_a_tree_with_a_local_commit_is_still_refused_on_the_lean_path(env):
     probe(env, "apply", "demo")
     author_commit(env.out / "demo", {"src/b.txt": "mine\n"}, "my work")
     code, loaded, out = probe(env, "apply", "demo")
-    assert code == 1 and "re-applying would lose HEAD moved" in out and loaded == [], (out, loaded)
+    assert code == 1 and "re-applying would lose HEAD moved" in out, out
+    assert "pydantic" not in loaded and "dsv4_patch.bump" not in loaded, loaded  # (the patches are parsed: not a no-op)
+
+
+def test_a_noop_is_seen_from_the_bytes_and_an_edit_is_still_parsed_and_refused(env):
+    """The no-op compares the bytes; a changed patch is parsed again, so a bad one is refused as before."""
+    from dsv4_patch.errors import PatchFormatError
+    from dsv4_patch.stack import load_stack, unparsed_fingerprint
+
+    one_patch(env)
+    env.apply()
+    assert unparsed_fingerprint(env.stack, None) == load_stack(env.stack).fingerprint(None)
+    assert unparsed_fingerprint(env.stack, None, 0) == load_stack(env.stack).__class__(env.stack, [], []).fingerprint(None)
+    assert env.apply().status == "noop"
+    (name,) = [p.name for p in (env.root / "patches/demo").glob("*.patch")]
+    f = env.root / "patches/demo" / name
+    f.write_bytes(f.read_bytes().replace(b"+++ b/src/a.py", b"+++ b/../outside.py"))
+    with pytest.raises(PatchFormatError, match="outside.py"):
+        env.apply()
+    f.unlink()
+    assert unparsed_fingerprint(env.stack, None) is None  # missing: the full load names it
+    with pytest.raises(PatchFormatError, match="listed in series but missing"):
+        env.apply()
