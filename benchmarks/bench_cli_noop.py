@@ -4,6 +4,8 @@ same run.
     python benchmarks/bench_cli_noop.py                 # vllm (both of its releases), 15 rounds
     python benchmarks/bench_cli_noop.py --stack sglang --runs 25
     python benchmarks/bench_cli_noop.py --bytecode      # let Python write .pyc for the children
+    git archive main | tar -x -C /tmp/dsv4-main         # an older checkout, to time beside this one:
+    python benchmarks/bench_cli_noop.py --baseline /tmp/dsv4-main
 
 Each round runs, in this order, one process of each (interleaved, so a burst of load on the
 shared machine hits all of them alike):
@@ -11,7 +13,9 @@ shared machine hits all of them alike):
 - `python -c "import typer, rich.console"`: what any Typer+rich CLI pays before its own code;
 - `git status --porcelain=v2 --branch` in each tree the no-op checks;
 - the CLI no-op itself (the installed `dsv4-patch` script beside this Python, else
-  tools/applypatch.py), checked to say "unchanged".
+  tools/applypatch.py), checked to say "unchanged";
+- with --baseline DIR: DIR/tools/applypatch.py (another checkout's CLI, its own dsv4_patch) on
+  the same project and trees, also checked to say "unchanged".
 Wall time (perf_counter around the process) and CPU time (the child's user+system from wait4).
 Printed: the median of each, the floor (`python -c pass` + the git status calls of the same
 round) and the ratios CLI / floor, CLI / typer floor. Then one `python -X importtime` run of the
@@ -86,6 +90,7 @@ def main() -> int:
     ap.add_argument("--stack", default="vllm", help="stack (or STACK@TAG) to re-apply [default: vllm]")
     ap.add_argument("--runs", type=int, default=15, help="interleaved rounds [default: 15]")
     ap.add_argument("--project", type=Path, default=ROOT, help="checkout holding patches/stacks.toml")
+    ap.add_argument("--baseline", type=Path, help="another checkout whose CLI to time beside this one")
     ap.add_argument("--bytecode", action="store_true", help="let the children write and use .pyc files "
                     "(unset PYTHONDONTWRITEBYTECODE), as an installed tool does")
     args = ap.parse_args()
@@ -111,12 +116,15 @@ def main() -> int:
         **{f"git status ({t.name})": ["git", "-C", str(t), "status", "--porcelain=v2", "--branch"] for t in trees},
         "dsv4-patch apply (no-op)": cli,
     }
+    if args.baseline:
+        cases["baseline checkout's CLI (no-op)"] = [sys.executable, str(args.baseline.resolve() / "tools" / "applypatch.py"),
+                                                    "apply", args.stack]
     samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
     floor: list[tuple[float, float]] = []
     for _ in range(args.runs):
         for name, argv in cases.items():
             w, c, rc, text = run(argv, cwd=cwd, env=env)
-            if rc != 0 or (name.startswith("dsv4-patch") and "unchanged" not in text):
+            if rc != 0 or ("no-op" in name and "unchanged" not in text):
                 print(f"{name}: exit {rc}\n{text}")
                 return 1
             samples[name].append((w, c))
@@ -145,6 +153,9 @@ def main() -> int:
     print(f"{'floor + typer/rich imports':44} {uw:8.3f} {uc:8.3f}")
     print(f"ratio CLI / floor: wall {cw / fw:.2f}x, CPU {cc / fc:.2f}x;  "
           f"CLI / (floor + typer/rich): wall {cw / uw:.2f}x, CPU {cc / uc:.2f}x")
+    if args.baseline:
+        bw, bc = med(samples["baseline checkout's CLI (no-op)"])
+        print(f"ratio CLI / baseline CLI: wall {cw / bw:.2f}x, CPU {cc / bc:.2f}x")
     print(f"target: no-op <= 0.300 s wall: {'met' if cw <= 0.3 else 'NOT met'} (median {cw:.3f} s)")
 
     groups, total, heavy = importtime(cli, env, cwd)
@@ -158,6 +169,7 @@ def main() -> int:
                       "cli": {"wall": round(cw, 4), "cpu": round(cc, 4)},
                       "floor": {"wall": round(fw, 4), "cpu": round(fc, 4)},
                       "floor_typer_rich": {"wall": round(uw, 4), "cpu": round(uc, 4)},
+                      **({"baseline": {"wall": round(bw, 4), "cpu": round(bc, 4)}} if args.baseline else {}),
                       "ratio_wall": round(cw / fw, 3), "ratio_cpu": round(cc / fc, 3),
                       "import_ms": round(total, 1), "heavy": heavy}))
     return 0

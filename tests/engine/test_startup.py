@@ -408,3 +408,16 @@ def test_a_noop_is_seen_from_the_bytes_and_an_edit_is_still_parsed_and_refused(e
     assert unparsed_fingerprint(env.stack, None) is None  # missing: the full load names it
     with pytest.raises(PatchFormatError, match="listed in series but missing"):
         env.apply()
+
+
+def test_run_all_gives_what_run_gives_and_fails_like_it(env):
+    one_patch(env)
+    g = Git(env.apply().tree)
+    (g.path / "new.txt").write_text("x\n")
+    calls = [("status", "--porcelain=v2", "--branch"), ("for-each-ref", "--format=%(refname) %(objectname)"),
+             ("log", "--format=%H %s")]
+    assert [(r.rc, r.out) for r in g.run_all(*calls)] == [(g.run(*c).rc, g.run(*c).out) for c in calls]
+    from dsv4_patch.gitcmd import GitFailed
+
+    with pytest.raises(GitFailed, match="rev-parse --verify no-such-ref"):
+        g.run_all(calls[0], ("rev-parse", "--verify", "no-such-ref"), calls[1])
