@@ -28,8 +28,8 @@ import torch
 from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, o_fp8_qdq_oracle
 
 ROOT = Path(__file__).resolve().parents[3]
-NEW_FILE = "python/sglang/srt/models/deepseek_common/o_fp8_qdq.py"
-IN_TREE_TEST = "test/registered/unit/models/deepseek_common/test_o_fp8_qdq.py"  # added by the patch
+NEW_FILE = "python/sglang/kernels/ops/quantization/o_fp8_qdq.py"
+IN_TREE_TEST = "test/registered/kernels/ops/quantization/test_o_fp8_qdq.py"  # added by the patch
 IN_TREE_WIRING_TEST = "test/registered/unit/models/test_deepseek_v4_o_fp8_qdq_wiring.py"  # ditto
 SWITCH = "SGLANG_DSV4_O_FP8_QDQ_BLOCK"
 G = 2  # groups in the probe
@@ -136,9 +136,9 @@ def test_patched_module_matches_oracle(dsv4_tree):
 
 
 def test_upstream_unit_test_passes(dsv4_tree, run_sglang_unit_test):
-    """The unit test the patch adds inside SGLang's test tree (next to SGLang's other
-    deepseek_common tests) passes on the patched tree: its CPU class runs, its CUDA class skips here
-    (it runs on the GPU: docs/patches/sglang-o-fp8-qdq.md)."""
+    """The kernel test the patch adds inside SGLang's test tree (next to SGLang's other quantization
+    kernel tests) passes on the patched tree: its CPU class runs (the registry entry included), its
+    CUDA class skips here (it runs on the GPU: test_o_fp8_qdq_gpu.py)."""
     tree = dsv4_tree("sglang")
     p = run_sglang_unit_test(tree / IN_TREE_TEST, tree)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -147,12 +147,12 @@ def test_upstream_unit_test_passes(dsv4_tree, run_sglang_unit_test):
 
 def test_in_tree_wiring_test_passes(dsv4_tree, run_sglang_unit_test):
     """The patch's wiring test inside SGLang's tree (the real MQALayer.forward on a stand-in layer:
-    o rounded before wo_a at 32, also where the fused RoPE+wo_a kernel was eligible; untouched at 0)
-    passes on the patched tree."""
+    o rounded before wo_a at 32, also where the fused RoPE+wo_a kernel was eligible; untouched at 0,
+    the registered default) passes on the patched tree."""
     tree = dsv4_tree("sglang")
     p = run_sglang_unit_test(tree / IN_TREE_WIRING_TEST, tree)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "Ran 3 tests" in p.stderr and "OK" in p.stderr, p.stderr[-2000:]
+    assert "Ran 4 tests" in p.stderr and "OK" in p.stderr, p.stderr[-2000:]
 
 
 def check_init(res: dict) -> None:
