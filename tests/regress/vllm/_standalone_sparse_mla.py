@@ -4,8 +4,8 @@ the vLLM infrastructure they import at module level is replaced by minimal stand
 the reference decode run as written; only what they do not use at decode time is stubbed.
 
 The stand-in vllm.envs reads the two sparse-MLA switches from os.environ at each access, as vLLM's
-does; the stand-in platform is not ROCm (so _ON_GFX936/_ON_GFX942/_ON_GFX950 start False: callers
-set them to pick a path)."""
+does; the stand-in platform is not ROCm (so _ON_GFX942/_ON_GFX950 and use_manual_e4m3() start
+False: callers set the module's names to pick a path)."""
 
 from __future__ import annotations
 

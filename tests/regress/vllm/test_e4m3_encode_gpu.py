@@ -3,11 +3,12 @@ against the GPU's own float32 -> e4m3 conversion, and the patch's in-tree test f
 
 - Every one of the 2^32 float32 bit patterns: the integer encode gives the hardware conversion's byte
   (NaN inputs: both give a NaN code). Counted per range (|x| <= 448, beyond 448 and infinities).
-- tests/kernels/attention/test_dsv4_e4m3_manual_encode.py from the patched tree, with the writer
+- tests/kernels/attention/test_dsv4_e4m3_manual_encode.py and
+  tests/kernels/test_fused_deepseek_v4_e4m3_manual_encode.py from the patched tree, with the writer
   modules loaded through _standalone_dsv4_writers (no vLLM install needed): the encoder on the
   hard-coded edge codes and against torch on the CPU, every writer (K cache writer, indexer query
-  quantizer, inverse-RoPE quantizer, single- and two-stage compressors) with the integer encode
-  against the same writer with the conversion, bit for bit. None of it may be skipped.
+  quantizer, single- and two-stage compressors) with the integer encode against the same writer
+  with the conversion, bit for bit. None of it may be skipped.
 
 Run: dsv4-patch regress vllm -m gpu --record gpu --hardware H200"""
 
@@ -33,7 +34,8 @@ pytestmark = [
 ]
 
 HERE = Path(__file__).resolve().parent
-IN_TREE = "tests/kernels/attention/test_dsv4_e4m3_manual_encode.py"
+IN_TREE = ("tests/kernels/attention/test_dsv4_e4m3_manual_encode.py",  # the encoder
+           "tests/kernels/test_fused_deepseek_v4_e4m3_manual_encode.py")  # the writers
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,7 @@ def test_in_tree_encode_tests_pass_on_gpu(dsv4_tree, tmp_path):
     # --noconftest: vLLM's tests/conftest.py imports the whole of vLLM.
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "--noconftest", "-p", "_dsv4_writers_plugin",
-         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tree / IN_TREE)],
+         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), *(str(tree / f) for f in IN_TREE)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
     print(out[-4000:])

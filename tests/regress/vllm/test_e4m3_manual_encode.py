@@ -32,8 +32,8 @@ def test_manual_encode_edge_codes(vllm_check):
 
 
 def test_every_writer_without_fp8_matches_torch_cast(vllm_check):
-    """The indexer query quantizer, the inverse-RoPE quantizer and the three compressor kernels on
-    gfx936 without FP8 casts write the bytes the same writers write with torch's conversion."""
+    """The indexer query quantizer and the three compressor kernels (the Triton writers gfx936 runs)
+    on gfx936 without FP8 casts write the bytes the same writers write with torch's conversion."""
     assert_ok(vllm_check(CHECK), "writers_without_fp8_match_torch_cast")
 
 

@@ -121,14 +121,16 @@ def test_decode_kernels_on_gpu(mla, switches, manual):
     swa, extra, q, sink, per_q, per_q_extra, k_rows = setup(gen)
     (mi, mp), (ei, ep) = ragged(per_q), ragged(per_q_extra)
 
+    gate = mla.use_manual_e4m3  # the launcher's integer-e4m3 predicate
+
     def run(gfx936, split):
-        mla._ON_GFX936, mla._ON_GFX942 = gfx936, split
+        mla.use_manual_e4m3, mla._ON_GFX942 = (lambda: gfx936), split
         try:
             return mla._rocm_sparse_attn_decode_ragged_triton(
                 q=q, main_cache=swa, main_indices=mi, main_indptr=mp, scale=SCALE, attn_sink=sink,
                 nope_head_dim=NOPE, rope_head_dim=ROPE, extra_cache=extra, extra_indices=ei, extra_indptr=ep)
         finally:
-            mla._ON_GFX936 = mla._ON_GFX942 = False
+            mla.use_manual_e4m3, mla._ON_GFX942 = gate, False
 
     out = run(manual, split=False)
     other = run(not manual, split=False)
@@ -167,7 +169,8 @@ def test_reference_decode_refuses_capture(mla, switches):
     q = (torch.randn(3, 64, 512, generator=gen) * 0.5).bfloat16().to(DEV)
     sink = torch.randn(64, generator=gen).to(DEV)
     idx = _decode_args([slots[:128], slots[128:129], slots[129:300]])
-    mla._ON_GFX936 = True
+    gate = mla.use_manual_e4m3
+    mla.use_manual_e4m3 = lambda: True  # the gfx936 path: integer e4m3 decode
     try:
         out = torch.empty_like(q)
         _decode(mla, q, swa, idx, sink, out)  # compile outside the capture
@@ -188,4 +191,4 @@ def test_reference_decode_refuses_capture(mla, switches):
             torch.cuda.synchronize()
             switches.delenv(env)
     finally:
-        mla._ON_GFX936 = False
+        mla.use_manual_e4m3 = gate

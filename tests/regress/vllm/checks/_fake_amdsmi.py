@@ -32,4 +32,13 @@ def set_arch(arch: str):
     import vllm.platforms.rocm as rocm
 
     ARCH["name"] = arch
-    return importlib.reload(rocm)
+    rocm = importlib.reload(rocm)
+    clear_gate()
+    return rocm
+
+
+def clear_gate() -> None:
+    """The patched trees cache the integer-e4m3 gate (functools.cache, one platform per process):
+    forget it, so the next launch asks again for the simulated arch and platform."""
+    gate = getattr(sys.modules.get("vllm.v1.attention.ops.common"), "use_manual_e4m3", None)
+    getattr(gate, "cache_clear", lambda: None)()

@@ -198,6 +198,10 @@ def _launch_constexprs(arch: str) -> dict:
              *(n for n in ("_ON_GFX936", "_ON_GFX942", "_ON_GFX950") if hasattr(m, n)))
     saved = {n: getattr(m, n) for n in names if hasattr(m, n)}
     launches = []
+    # On ROCm: the patched launcher asks use_manual_e4m3() (from the tree's ops/common.py), which
+    # checks the platform before the arch.
+    orig_is_rocm = type(current_platform).is_rocm
+    type(current_platform).is_rocm = lambda self: True
     try:
         for n in ("_ON_GFX936", "_ON_GFX942", "_ON_GFX950"):
             if n in saved:
@@ -214,6 +218,8 @@ def _launch_constexprs(arch: str) -> dict:
     finally:
         for n, v in saved.items():
             setattr(m, n, v)
+        type(current_platform).is_rocm = orig_is_rocm
+        _fake_amdsmi.clear_gate()
     return {name: kw for name, kw in launches}
 
 
@@ -267,6 +273,7 @@ def prefill_gather_without_fp8_matches_cast():
     finally:
         FP8_BLOCKED["on"] = False
         type(current_platform).is_rocm, cache_utils.has_cutedsl = orig_is_rocm, orig_cutedsl
+        _fake_amdsmi.clear_gate()
     for r in range(2):
         n = int(seq_lens[r])
         pos = torch.arange(n)

@@ -249,6 +249,7 @@ def _on(arch: str, blocked: bool, fn):
     finally:
         FP8_BLOCKED["on"] = False
         plat.is_rocm, plat.is_cpu = orig
+        _fake_amdsmi.clear_gate()
 
 
 def _both(fn):
@@ -285,22 +286,21 @@ def _writer_modules():
     import importlib
 
     ops = "vllm.models.deepseek_v4.common.ops."
-    fc, fq, fr = (importlib.import_module(ops + n) for n in (
-        "fused_compress_quant_cache", "fused_indexer_q", "fused_inv_rope_fp8_quant"))
+    fc, fq = (importlib.import_module(ops + n) for n in ("fused_compress_quant_cache", "fused_indexer_q"))
     fq.has_cutedsl = lambda: False  # the Triton kernel, not the CuTe DSL one (CUDA only)
     fc._n_cu = lambda: 8  # the two-stage split count asks the CUDA device for its SM count
-    return fc, fq, fr
+    return fc, fq
 
 
 @check
 def writers_without_fp8_match_torch_cast():
-    """Every writer the encode is used in, on gfx936 with FP8 casts failing, writes the bytes the
-    same writer writes with torch's conversion as its cast: the indexer query quantizer, the
-    inverse-RoPE output quantizer, the single-stage compressors (sparse attention, head 512, and
-    indexer, head 128) and the two-stage compressor (compress ratio 128)."""
+    """Every writer gfx936 runs that the encode is used in, on gfx936 with FP8 casts failing, writes
+    the bytes the same writer writes with torch's conversion as its cast: the indexer query
+    quantizer, the single-stage compressors (sparse attention, head 512, and indexer, head 128) and
+    the two-stage compressor (compress ratio 128). (The K cache writer: writer_without_fp8_...)"""
     from types import SimpleNamespace
 
-    fc, fq, fr = _writer_modules()
+    fc, fq = _writer_modules()
 
     g = torch.Generator().manual_seed(SEED)
     q = torch.randn(5, 8, 128, generator=g).bfloat16()
@@ -311,13 +311,6 @@ def writers_without_fp8_match_torch_cast():
     (qm, wm), (qc, wc) = _both(lambda: fq.fused_indexer_q_rope_quant(pos, q.clone(), cs, wts, 0.1, 0.2))
     _assert_same("fused_indexer_q_rope_quant", qm, qc)
     assert torch.equal(wm, wc), "fused_indexer_q_rope_quant: folded weights differ"
-
-    o = torch.randn(3, 8, 512, generator=g).bfloat16()
-    freqs = torch.outer(torch.arange(64).float(), 10000.0 ** -(torch.arange(32).float() / 32))
-    rope = torch.cat([freqs.cos(), freqs.sin()], dim=-1)
-    (om, sm), (oc, sc) = _both(lambda: fr.fused_inv_rope_fp8_quant(o.clone(), pos[:3], rope, 2, 4))
-    _assert_same("fused_inv_rope_fp8_quant", om, oc)
-    assert torch.equal(sm, sc), "fused_inv_rope_fp8_quant: scales differ"
 
     for head, qb, ts, sd in ((512, 64, 576, 8), (128, 128, 128, 4)):
         n = 5
@@ -382,7 +375,7 @@ def v32_indexer_q_launcher_refuses_rocm():
 def every_writer_asks_for_integer_encode_only_on_gfx936():
     """Per arch, what each writer's launcher passes as its integer-encode constexpr (the kernels
     replaced by recorders): True on gfx936 only; never on gfx942, whose FP8 type is e4m3fnuz."""
-    fc, fq, fr = _writer_modules()
+    fc, fq = _writer_modules()
 
     seen = {}
 
@@ -403,7 +396,6 @@ def every_writer_asks_for_integer_encode_only_on_gfx936():
 
     kernels = {  # v0.27.1 names first, then v0.33.0's kernel objects
         first(fq, "_fused_indexer_q_rope_quant_kernel", "_FUSED_INDEXER_Q_ROPE_QUANT_TRITON_KERNEL"): "indexer_q",
-        first(fr, "_fused_inv_rope_fp8_quant_per_head", "_FUSED_INV_ROPE_FP8_QUANT_KERNEL"): "inv_rope",
         (fc, "_fused_kv_compress_norm_rope_insert_sparse_attn"): "compressor",
         first(fc, "_FUSED_KV_COMPRESS_NORM_ROPE_INSERT_INDEXER_TRITON_KERNEL",
               "_fused_kv_compress_norm_rope_insert_indexer_attn"): "indexer_compressor",
@@ -424,8 +416,6 @@ def every_writer_asks_for_integer_encode_only_on_gfx936():
                 fq.fused_indexer_q_rope_quant(torch.zeros(1, dtype=torch.int64),
                                               torch.zeros(1, 1, 128, dtype=torch.bfloat16),
                                               torch.zeros(4, 64), torch.zeros(1, 1), 1.0, 1.0)
-                fr.fused_inv_rope_fp8_quant(torch.zeros(1, 8, 512, dtype=torch.bfloat16),
-                                            torch.zeros(1, dtype=torch.int64), torch.zeros(4, 64), 2, 4)
                 kv = torch.zeros(1, 16, 584, dtype=torch.uint8)
                 fc.compress_norm_rope_store_triton(
                     i["state"], 1, i["req"], i["pos"], i["slots"], i["table"], 8, 512, i["cs"], kv,
@@ -446,7 +436,7 @@ def every_writer_asks_for_integer_encode_only_on_gfx936():
     finally:
         for (m, name), k in saved.items():
             setattr(m, name, k)
-    want = {a: dict.fromkeys(("indexer_q", "inv_rope", "compressor", "indexer_compressor", "two_stage"),
+    want = {a: dict.fromkeys(("indexer_q", "compressor", "indexer_compressor", "two_stage"),
                              a == "gfx936") for a in got}
     assert got == want, f"integer e4m3 encode per arch and writer: got {got}, want {want}"
 

@@ -1,6 +1,6 @@
 """vllm 5 (integer e4m3 encode in the DSV4 Triton cache writers) on v0.33.0: ../checks/e4m3_manual_encode.py
-runs unchanged against v0.33.0's writers, whose indexer query quantizer, inverse-RoPE quantizer and
-indexer compressor are JIT-warmup kernel objects there (the check records their launches either way)."""
+runs unchanged against v0.33.0's writers, whose indexer query quantizer and indexer compressor are
+JIT-warmup kernel objects there (the check records their launches either way)."""
 
 # The same tests as ../test_e4m3_manual_encode.py, collected here so that they request this folder's
 # fixtures (the v0.33.0 venvs); the check script runs unchanged.
