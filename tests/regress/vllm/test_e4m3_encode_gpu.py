@@ -81,18 +81,23 @@ def test_encode_all_float32_patterns_match_hw_cast(writers):
     assert (within, beyond, nan) == (0, 0, 0)
 
 
-def test_in_tree_encode_tests_pass_on_gpu(dsv4_tree, tmp_path):
-    tree = dsv4_tree("vllm")
+def run_in_tree(tree: Path, files, plugin: str, tmp_path: Path) -> None:
+    """pytest on the tree's own test `files`, their modules loaded by `plugin`; all must pass, none
+    may be skipped."""
     env = {**os.environ, "DSV4_WRITERS_TREE": str(tree),
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env.pop("TRITON_INTERPRET", None)
     # --noconftest: vLLM's tests/conftest.py imports the whole of vLLM.
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "--noconftest", "-p", "_dsv4_writers_plugin",
-         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), *(str(tree / f) for f in IN_TREE)],
+        [sys.executable, "-m", "pytest", "-q", "-rs", "--noconftest", "-p", plugin,
+         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), *(str(tree / f) for f in files)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
     print(out[-4000:])
     summary = out.strip().splitlines()[-1] if out.strip() else ""
     assert proc.returncode == 0, f"in-tree tests failed: {summary}"
     assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
+
+
+def test_in_tree_encode_tests_pass_on_gpu(dsv4_tree, tmp_path):
+    run_in_tree(dsv4_tree("vllm"), IN_TREE, "_dsv4_writers_plugin", tmp_path)
