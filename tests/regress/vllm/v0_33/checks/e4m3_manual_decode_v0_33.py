@@ -64,17 +64,18 @@ def _inverse_rope(o, pos, cos_sin):
 @check
 def fallback_launcher_without_fp8():
     assert not (m._ON_GFX942 or m._ON_GFX950)  # the launcher's branch for every other arch
-    assert hasattr(m, "_ON_GFX936"), "rocm_aiter_mla_sparse does not tell gfx936 apart"
+    # The launcher's integer-e4m3 predicate (ops/common.py's use_manual_e4m3, imported by the module).
+    assert hasattr(m, "use_manual_e4m3"), "rocm_aiter_mla_sparse does not tell gfx936 apart"
     cache, slots, indptr, q, sink, _, _ = _inputs()
     hw = _run(cache, slots, indptr, q, sink)
-    saved = m._ON_GFX936
-    m._ON_GFX936 = True  # what vllm.platforms.rocm gives on gfx936
+    saved = m.use_manual_e4m3
+    m.use_manual_e4m3 = lambda: True  # what it gives on gfx936
     FP8_BLOCKED["on"] = True
     try:
         out = _run(cache, slots, indptr, q, sink)
     finally:
         FP8_BLOCKED["on"] = False
-        m._ON_GFX936 = saved
+        m.use_manual_e4m3 = saved
     assert torch.equal(out.view(torch.int16), hw.view(torch.int16)), "manual and hardware decode differ"
 
 
