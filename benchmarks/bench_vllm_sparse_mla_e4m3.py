@@ -13,7 +13,6 @@ at N >= 65,536) and writes it as JSON with --json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -24,26 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regress" / "vllm")]
 
 from _standalone_sparse_mla import load  # noqa: E402
+from _cuda_timing import bench, write_rows  # noqa: E402
 
 KEYS_PER_QUERY = 2048
 HEADS = 64
 SIZES = (16_384, 65_536, 131_072, 262_144)
-
-
-def bench(fn, reps: int) -> float:
-    """Median of `reps` timings (µs) of fn, CUDA events, after a warm-up."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
 
 
 def case(mla, n: int, reps: int, gen: torch.Generator) -> dict:
@@ -97,10 +81,7 @@ def main() -> int:
         print(f"{r['N']:>8} {r['queries']:>7} {r['manual_us']:>10.1f} {r['hardware_us']:>12.1f} "
               f"{r['ratio']:>9.3f} {str(r['bit_equal']):>9}")
     if args.json:
-        import triton
-
-        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                         "triton": triton.__version__, "rows": rows}, indent=1))
+        write_rows(args.json, rows)
     return 0
 
 

@@ -14,18 +14,20 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import Project, StackConfig, env_key, load_project
 from .errors import ConflictError, Dsv4Error, UsageError
-from .gitcmd import Git
-from .lint import Finding, lint_stack
-from .regress import RegressReport, bound_tests, missing_modules, require_pytest, run_pytest, summarize
-from .sources import Cache, Progress, materialize
-from .stack import load_stack
-from .tree import ApplyResult, PatchFailure, build_tree
-from .exporter import ExportResult, export_stack, exportable_problem
-from .locks import stack_lock
-from .pinning import PinResult, pin_stack
+
+# Each command imports what it needs when it runs: a no-op `apply` should not pay for lint,
+# regress, export, pin (and their imports) on every start. Only the types are named here.
+if TYPE_CHECKING:
+    from .exporter import ExportResult
+    from .lint import Finding
+    from .pinning import PinResult
+    from .regress import RegressReport
+    from .sources import Cache, Progress
+    from .tree import ApplyResult
 
 DEFAULT_OUT = "build"
 BASE_SUFFIX = ".base"
@@ -48,12 +50,14 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
     primary release, OUT/<stack>@<tag> for each further one. At a conflict, remembered resolutions
     (patches/<stack>/resolutions) are tried; without one the ConflictError says how to resolve and
     `--continue` (resume=True) finishes the stopped apply."""
-    from . import resolve
+    from .tree import build_tree
 
     results = []
     for s in project.targets(stacks, releases):
         where = out_dir(project, out)
         if resume:
+            from . import resolve  # (and bump, whose resolutions it reuses): only off the plain path
+
             results.append(resolve.continue_apply(s, where, root=project.root, progress=progress).apply)
             continue
         try:
@@ -62,6 +66,8 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
             failed = getattr(e.report, "failed_tree", None)
             if not failed or getattr(e.report, "kind", "") == "upstreamed":
                 raise
+            from . import resolve
+
             reused = resolve.reuse_after_conflict(s, where, Path(failed), root=project.root, progress=progress)
             if reused is not None:
                 results.append(reused.apply)
@@ -91,6 +97,8 @@ def ensure_tree(root: Path, stack: str, *, patched: bool = True, out: Path | Non
                 release: str | None = None) -> Path:
     """The patched tree (or the pristine pin) of `stack` at `release` (default: the primary),
     built or reused under build/: build/vllm, build/vllm.base, build/vllm@v0.33.0(.base)."""
+    from .tree import build_tree
+
     project = load_project(root)
     cfg = project.target(stack, release)
     name = cfg.label if patched else cfg.label + BASE_SUFFIX
@@ -126,6 +134,9 @@ def export(project: Project, stack: str, *, release: str | None = None, out: Pat
     """Export one release's tree (default: the primary's) into its patch folder. A tree that is
     mid-am/rebase, partial, or of another stack or pin is refused; a patch file is deleted only
     when `remove` names it."""
+    from .exporter import export_stack, exportable_problem
+    from .locks import stack_lock
+
     cfg = project.target(stack, release)
     tree = tree or out_dir(project, out) / cfg.label
     if not tree.exists():
@@ -206,6 +217,8 @@ def export_upstream(project: Project, stack: str, *, releases: list[str] | None 
 
 
 def check(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None) -> list[Finding]:
+    from .lint import lint_stack
+
     findings = []
     for s in project.targets(stacks, releases):
         for f in lint_stack(project, s):
@@ -244,6 +257,8 @@ def vllm_deepgemm_pin(base_repo: Path, commit: str) -> tuple[str | None, str | N
 
     The values sit in cmake variables (`set(_DEEPGEMM_UPSTREAM_TAG "e21c…")`, then
     `GIT_TAG "${_DEEPGEMM_UPSTREAM_TAG}"`), so simple `set()` assignments are substituted."""
+    from .gitcmd import Git
+
     r = Git(base_repo).run("show", f"{commit}:{DEEPGEMM_CMAKE}", check=False)
     if r.rc != 0:
         return None, None
@@ -263,6 +278,10 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
            progress: Progress = None) -> list[StackStatus]:
     """One row per release of each stack (the primary first); with `check_apply`, whether it applies
     and (`semantic`) whether each patch's intent tests fail on the pristine pin."""
+    from .sources import Cache
+    from .stack import load_stack
+    from .tree import PatchFailure, build_tree
+
     cache = cache or Cache.default()
     rows = []
     for cfg in project.targets(stacks, releases):
@@ -292,6 +311,7 @@ def _semantic_at_pin(project: Project, cfg: StackConfig, patches, td: Path, cach
     """Each patch's intent tests on the pristine pin: they must fail there (`needed`); one that passes
     without its patch proves nothing (or the pin already has the fix)."""
     from .bump.semantic import check as semantic_check
+    from .tree import build_tree
 
     base = build_tree(cfg, td, name=cfg.name + BASE_SUFFIX, upto=0, cache=cache, progress=progress)
     row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg.name, base.tree, patches, progress=progress)]
@@ -302,6 +322,8 @@ def _semantic_at_pin(project: Project, cfg: StackConfig, patches, td: Path, cach
 
 def _cross_stack(project: Project, rows: list[StackStatus], cache: Cache, *, fetch: bool) -> None:
     """vLLM builds the DeepGEMM its cmake pins: report that beside the deepgemm stack's pin."""
+    from .sources import materialize
+
     if "vllm" not in project.stacks or "deepgemm" not in project.stacks:
         return
     row = next((r for r in rows if r.name in ("vllm", "deepgemm") and r.primary), None)
@@ -334,6 +356,8 @@ def _rel(project: Project, p: Path) -> str:
 
 def _cached_base(cfg: StackConfig, cache: Cache):
     """The stack's base if a source already has it locally (no network)."""
+    from .sources import materialize
+
     try:
         return materialize(cfg, cache, offline=True)
     except Dsv4Error:
@@ -349,6 +373,10 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     The primary releases of all stacks share one pytest run (as before releases existed); each
     further release gets a run of its own, with DSV4_TREE_<STACK> pointing at its trees and
     DSV4_RELEASE_<STACK> naming it. Results name the release by label (`vllm@v0.33.0`)."""
+    from .regress import RegressReport, bound_tests, missing_modules, require_pytest, run_pytest, summarize
+    from .stack import load_stack
+    from .tree import build_tree
+
     t0 = time.monotonic()
     cfgs = project.targets(stacks, releases)
     require_pytest()
@@ -404,6 +432,10 @@ def report_dict(project: Project, rep: RegressReport) -> dict:
 def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> RegressReport:
     """Apply each release of each stack one patch at a time; name the first patch whose bound
     tests fail."""
+    from .regress import RegressReport, bound_tests, missing_modules, run_pytest, summarize
+    from .stack import load_stack
+    from .tree import build_tree
+
     results = []
     rc = 0
     for cfg in cfgs:
@@ -432,7 +464,10 @@ def pin(project: Project, stack: str, ref: str, *, release: str | None = None, s
     verification as apply. First checks that every patch still applies there (result on
     `.applies`); a pin the stack would not apply at is refused (ConflictError naming the patches)
     unless `force`, and only reported with dry_run."""
+    from .locks import stack_lock
     from .pincheck import check_pin
+    from .pinning import pin_stack
+    from .sources import Cache
 
     cfg = project.target(stack, release)
     verdict = None
@@ -459,6 +494,7 @@ def build(project: Project, stack: str, venv: Path, *, release: str | None = Non
     """Python overlay build of the patched stack (one release, default the primary) into `venv`
     (see dsv4_patch/build.py)."""
     from . import build as build_mod
+    from .tree import build_tree
 
     cfg = project.target(stack, release)
     base_out = out_dir(project, out)

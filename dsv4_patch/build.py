@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import Dsv4Error
+from .gitcmd import Git
 
 STAMP = ".dsv4-build.json"
 DEFAULT_TORCH = "2.13.0"
@@ -138,21 +139,14 @@ def is_compiled_source(path: str) -> bool:
 
 # --- what the stack changes ----------------------------------------------------------------------
 
-def _git(tree: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
-    return subprocess.run(["git", "-C", str(tree), "-c", "core.quotePath=false", *args],
-                          capture_output=True, text=True, env=env)
-
-
 def changed_files(base_tree: Path, patched_tree: Path) -> list[tuple[str, str]]:
     """[(status, path)] with status A, M or D, sorted by path. Renames count as D + A."""
-    r = _git(patched_tree, "rev-parse", "--verify", "-q", "refs/dsv4/base")
-    if r.returncode == 0:
-        r = _git(patched_tree, "diff", "--name-status", "--no-renames", "-z", "refs/dsv4/base", "HEAD")
-        if r.returncode != 0:
-            raise BuildError(f"{patched_tree}: git diff refs/dsv4/base HEAD failed: {r.stderr.strip()}")
-        parts = [p for p in r.stdout.split("\0") if p]
+    git = Git(patched_tree)
+    if git.rev("refs/dsv4/base") is not None:
+        r = git.run("diff", "--name-status", "--no-renames", "-z", "refs/dsv4/base", "HEAD", check=False)
+        if r.rc != 0:
+            raise BuildError(f"{patched_tree}: git diff refs/dsv4/base HEAD failed: {r.err.strip()}")
+        parts = [p for p in r.out.split("\0") if p]
         out = [(parts[i][0], parts[i + 1]) for i in range(0, len(parts), 2)]
         return sorted((((s if s in "AMD" else "M"), p) for s, p in out), key=lambda t: t[1])
     return _dir_diff(base_tree, patched_tree)

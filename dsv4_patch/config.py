@@ -18,7 +18,8 @@
     ...
 
 The file is validated against the schema in config_schema.py; every error is one line naming
-file:line and the key. A release is a StackConfig of its own (same name, `release` set,
+file:line and the key. A text that passed is remembered (configmemo.py), so pydantic is imported
+only when stacks.toml changed. A release is a StackConfig of its own (same name, `release` set,
 `primary` False): the engine builds, lints and exports it like any stack, into OUT/<name>@<tag>.
 """
 
@@ -35,13 +36,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from pydantic import ValidationError
-
-from . import config_schema as schema
+from . import configmemo
 from .errors import ConfigError, UsageError
+from .tomllines import locate
 
 STACKS_FILE = Path("patches") / "stacks.toml"
-SOURCE_KINDS = schema.SOURCE_KINDS
+SOURCE_KINDS = ("git", "sdist", "wheel", "path")
 RELEASES_DIR = "releases"  # a release's default patch folder: patches/<stack>/releases/<tag>
 # A stack name becomes a folder name (OUT/<stack>), a branch (dsv4/<stack>) and an environment
 # variable (DSV4_TREE_<STACK>): one path component, no dots (no '..', no hidden folders).
@@ -247,9 +247,9 @@ def _toml_error(path: Path, e: "tomllib.TOMLDecodeError") -> ConfigError:
     return ConfigError(f"{path}: {' '.join(msg.split())}", hint="fix the TOML syntax")
 
 
-def _patch_dir(root: Path, value: str, where: str, line: int, path: Path) -> Path:
+def _patch_dir(root: Path, value: str, where: str, line, path: Path) -> Path:
     """patches/<value>, refused unless it names a folder inside patches/ (no absolute path, no
-    '..', no symlink out of it)."""
+    '..', no symlink out of it). `line()` finds the line for the error (only then: it is slow)."""
     p = PurePosixPath(value)
     bad = (not value or "\\" in value or p.is_absolute() or ".." in p.parts or value.strip("/.") == ""
            or any(part.startswith(".") for part in p.parts))
@@ -258,7 +258,7 @@ def _patch_dir(root: Path, value: str, where: str, line: int, path: Path) -> Pat
         full = (root / "patches" / p).resolve()
         bad = full == base or base not in full.parents
     if bad:
-        raise ConfigError(f"{path}:{line}: {where}: patches = {value!r} must name a folder inside patches/",
+        raise ConfigError(f"{path}:{line()}: {where}: patches = {value!r} must name a folder inside patches/",
                           hint="use a relative path such as \"vllm\" or \"vllm/releases/v0.33.0\", without '..'")
     return root / "patches" / p
 
@@ -268,9 +268,8 @@ def _sources(d: dict) -> list[SourceSpec]:
 
 
 def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> StackConfig:
-    at = schema.locate(text, ("stacks", name))
     if not STACK_NAME.fullmatch(name):
-        raise ConfigError(f"{path}:{at}: stack name {name!r} is not a plain name",
+        raise ConfigError(f"{path}:{locate(text, ('stacks', name))}: stack name {name!r} is not a plain name",
                           hint="use letters, digits, '-' and '_': it names folders, branches and variables")
     patches = d.get("patches", name)
     cfg = StackConfig(
@@ -279,7 +278,7 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
         tag=d.get("tag"),
         commit=d["commit"].lower(),
         track=d.get("track"),
-        patch_dir=_patch_dir(root, patches, f"[stacks.{name}]", schema.locate(text, ("stacks", name, "patches")), path),
+        patch_dir=_patch_dir(root, patches, f"[stacks.{name}]", lambda: locate(text, ("stacks", name, "patches")), path),
         sources=_sources(d),
         synced=dict(d.get("synced", {})),
         raw={k: v for k, v in d.items() if k != "releases"},
@@ -288,12 +287,14 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
     cfg.release = cfg.tag or cfg.commit[:12]
     for rel, r in d.get("releases", {}).items():
         where = f'[stacks.{name}.releases."{rel}"]'
-        line = schema.locate(text, ("stacks", name, "releases", rel))
+        def line(rel=rel) -> int:
+            return locate(text, ("stacks", name, "releases", rel))
+
         if not RELEASE_NAME.fullmatch(rel) or ".." in rel:
-            raise ConfigError(f"{path}:{line}: {where}: release {rel!r} is not a plain tag",
+            raise ConfigError(f"{path}:{line()}: {where}: release {rel!r} is not a plain tag",
                               hint="use a tag such as v0.33.0: letters, digits, '.', '-', '_' and '+'")
         if rel in (cfg.release, cfg.tag):
-            raise ConfigError(f"{path}:{line}: {where}: {rel} is the primary release of {name} (tag = {cfg.tag!r})",
+            raise ConfigError(f"{path}:{line()}: {where}: {rel} is the primary release of {name} (tag = {cfg.tag!r})",
                               hint="a release table is for a further release; remove it or change its key")
         rel_patches = r.get("patches", f"{patches.rstrip('/')}/{RELEASES_DIR}/{rel}")
         cfg.releases[rel] = StackConfig(
@@ -303,7 +304,8 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
             commit=r["commit"].lower(),
             track=cfg.track,
             patch_dir=_patch_dir(root, rel_patches, where,
-                                 schema.locate(text, ("stacks", name, "releases", rel, "patches")) or line, path),
+                                 lambda rel=rel, line=line: locate(text, ("stacks", name, "releases", rel, "patches"))
+                                 or line(), path),
             sources=_sources(r),
             synced=dict(r["synced"] if r.get("synced") is not None else cfg.synced),
             raw={"upstream": cfg.upstream, "release": rel, **r},
@@ -315,17 +317,36 @@ def _parse_stack(root: Path, name: str, d: dict, path: Path, text: str) -> Stack
 
 
 def parse_project(root: Path, text: str, path: Path) -> Project:
-    """Validate the text of stacks.toml and build the project (nothing is read or written)."""
+    """Validate the text of stacks.toml and build the project (nothing is read or written, but
+    the memo of validated texts in the tool's cache)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _toml_error(path, e) from None
+    if configmemo.validated(text):
+        try:
+            return _build_project(root, data, text, path)
+        except Exception:  # noqa: BLE001 - a memo that lied: validate, so the error is the schema's own
+            pass
+    _validate(data, text, path)
+    configmemo.remember(text)
+    return _build_project(root, data, text, path)
+
+
+def _validate(data: dict, text: str, path: Path) -> None:
+    from pydantic import ValidationError
+
+    from . import config_schema as schema
+
     try:
         schema.StacksFile.model_validate(data)
     except ValidationError as e:
         loc, msg, hint = schema.first_error(e, data)
-        line = schema.locate(text, loc)
+        line = locate(text, loc)
         raise ConfigError(f"{path}:{line}: {msg}" if line else f"{path}: {msg}", hint=hint) from None
+
+
+def _build_project(root: Path, data: dict, text: str, path: Path) -> Project:
     stacks = {n: _parse_stack(root, n, d, path, text) for n, d in data["stacks"].items()}
     owners: dict[Path, str] = {}
     for cfg in stacks.values():

@@ -147,6 +147,32 @@ class Git:
             raise GitFailed(list(args), rc, out, err)
         return Result(rc, out, err)
 
+    def run_all(self, *calls: tuple) -> list[Result]:
+        """Several git commands that only read, run at the same time (the no-op's status and
+        for-each-ref: one waits for the disk while the other runs). Results in order; the first
+        that failed raises GitFailed. Leaving early (an error, an interrupt) kills the rest."""
+        procs = []
+        try:
+            for args in calls:
+                procs.append((args, subprocess.Popen(self._argv(args), cwd=self.path, env=clean_env(),
+                                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                     stderr=subprocess.PIPE)))
+            results = []
+            for args, p in procs:
+                out, err = p.communicate()
+                res = Result(p.returncode, out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "replace"))
+                if res.rc != 0:
+                    raise GitFailed(list(args), res.rc, res.out, res.err)
+                results.append(res)
+            return results
+        finally:
+            for _, p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+                p.stdout.close()
+                p.stderr.close()
+
     def out(self, *args, **kw) -> str:
         return self.run(*args, **kw).out.strip()
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from . import __version__
 from .config import StackConfig
 from .errors import Dsv4Error
-from .fastapply import commit_series
 from .atomicio import write_atomic
 from .gitcmd import Git, GitFailed
 
@@ -66,6 +65,8 @@ def reusable_prefix(state: dict, key: str, names: list[str], raws: list[bytes]) 
 
 def fast_commits(g: Git, start: str, mails: list[bytes], *, all_or_nothing: bool = False) -> tuple[list[str], str | None]:
     """Commit what the fast path can make exactly, on top of `start` (see fastapply)."""
+    from .fastapply import commit_series  # not needed (nor imported) by a no-op apply
+
     marks = g.path / ".git" / "dsv4" / "fast-marks"
     marks.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -34,9 +34,16 @@ def operation_in_progress(tree: Path) -> str | None:
     return None
 
 
+REFS = ("for-each-ref", "--format=%(refname) %(objectname)")
+STATUS = ("status", "--porcelain=v2", "--branch")
+
+
 def ref_snapshot(g: Git, branch: str) -> dict[str, str]:
     """Every ref except the ones the build itself owns (the stack branch and refs/dsv4/*)."""
-    out = g.out("for-each-ref", "--format=%(refname) %(objectname)")
+    return _refs(g.out(*REFS), branch)
+
+
+def _refs(out: str, branch: str) -> dict[str, str]:
     refs = dict(ln.split(" ", 1) for ln in out.splitlines() if ln)
     return {r: s for r, s in refs.items() if r != f"refs/heads/{branch}" and not r.startswith("refs/dsv4/")}
 
@@ -62,21 +69,42 @@ def _ref_changes(now: dict[str, str], then: dict[str, str] | None, branch: str) 
 
 
 def local_work(tree: Path, state: dict) -> list[str]:
-    """One phrase per kind of work that replacing the tree would lose; empty when there is none."""
+    """One phrase per kind of work that replacing the tree would lose; empty when there is none.
+
+    Two git processes, run at once (this runs on every apply, a no-op included): `status
+    --porcelain=v2 --branch` gives HEAD and the changed paths, `for-each-ref` every ref."""
     g = Git(tree)
     found = []
     op = operation_in_progress(tree)
     if op:
         found.append(f"{op} in progress")
-    head = g.rev("HEAD")
+    status, refs = g.run_all(STATUS, REFS)
+    head, changed = _status(status.out)
     if head != state.get("tip"):
         found.append(f"HEAD moved from {str(state.get('tip'))[:12]} to {str(head)[:12]} (new commits?)")
-    st = g.out("status", "--porcelain")
-    if st:
-        found.append(f"uncommitted changes ({len(st.splitlines())} paths)")
+    if changed:
+        found.append(f"uncommitted changes ({changed} paths)")
     branch = f"dsv4/{state.get('stack', '')}"
-    found += _ref_changes(ref_snapshot(g, branch), state.get("refs"), branch)
+    found += _ref_changes(_refs(refs.out, branch), state.get("refs"), branch)
     return found
+
+
+def head_and_changes(g: Git) -> tuple[str | None, int]:
+    """(HEAD's commit, or None when unborn; the number of paths `git status` lists: changed,
+    staged, untracked, unmerged) from one process."""
+    return _status(g.run(*STATUS).out)
+
+
+def _status(out: str) -> tuple[str | None, int]:
+    """Without -z every entry is one line (a rename names both paths on its line; odd names are quoted)."""
+    head, changed = None, 0
+    for line in out.splitlines():
+        if line.startswith("# branch.oid "):
+            oid = line[len("# branch.oid "):].strip()
+            head = None if oid == "(initial)" else oid
+        elif line and not line.startswith("# "):
+            changed += 1
+    return head, changed
 
 
 def ignored_count(tree: Path) -> int:

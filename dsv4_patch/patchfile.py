@@ -14,8 +14,6 @@ import base64
 import re
 import zlib
 from dataclasses import dataclass, field
-from email.header import decode_header, make_header
-from email.parser import HeaderParser
 from pathlib import Path
 
 from .errors import PatchFormatError
@@ -167,6 +165,8 @@ class PatchFile:
 
 
 def _decode_header(value: str | None, where: str = "header") -> str:
+    from email.header import decode_header, make_header  # email: only when patches are parsed (not a no-op)
+
     if value is None:
         return ""
     try:
@@ -430,6 +430,8 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
     if "\n" not in head:
         raise PatchFormatError(f"{name}:2: no mail headers (From:, Date:, Subject:) after the first line",
                                hint="re-export it with `dsv4-patch export`")
+    from email.parser import HeaderParser
+
     headers = HeaderParser().parsestr(head.split("\n", 1)[1] + "\n")
     subject = _decode_header(headers.get("Subject"), f"{name}: Subject")
     if not subject:

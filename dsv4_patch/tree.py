@@ -30,7 +30,7 @@ from .outdir import OutDir
 from .patchfile import PatchFile
 from .sources import BaseTree, Cache, Progress, materialize
 from .sources.base import say
-from .stack import LoadedStack, load_stack
+from .stack import LoadedStack, load_stack, unparsed_fingerprint
 from .verify import verify_commits
 
 BASE_REF = "refs/dsv4/base"
@@ -209,12 +209,14 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
     t0 = time.monotonic()
     cache = cache or Cache.default()
     name = name or stack_cfg.label  # OUT/vllm, or OUT/vllm@v0.33.0 for a further release
-    loaded = load_stack(stack_cfg)
-    patches = loaded.patches if upto is None else loaded.patches[:upto]
-    _refuse_unsafe(stack_cfg, patches)
-    sub = LoadedStack(stack_cfg, loaded.entries[: len(patches)], patches)
     fp_source = source_kind or (base.source if base else None)  # part of what makes a build "the same"
-    fp = sub.fingerprint(fp_source)
+    # A no-op needs only the patch bytes: parse them (and check their paths) once it is not one.
+    # Without a built tree there is no no-op: parse first, so a bad patch is refused before OUT
+    # is even created.
+    built = (Path(out) / name / ".git" / STATE).is_file()
+    fp = unparsed_fingerprint(stack_cfg, fp_source, upto) if built else None
+    sub = None if fp is not None else _loaded(stack_cfg, upto)
+    fp = fp or sub.fingerprint(fp_source)
     outdir = OutDir(out)
     with outdir.locked():
         target = outdir.tree(name)
@@ -222,12 +224,16 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
             incremental.recover(target, write_state, force=force)
         notes = list(outdir.notes)
         state, damaged = load_state(target) if target.exists() else (None, None)
+        lost = local_work(target, state) if state else []
+        if state and not lost and state.get("fingerprint") == fp:
+            return ApplyResult(stack_cfg.name, target, "noop", state["base"], state["source"],
+                               [tuple(c) for c in state["commits"]], time.monotonic() - t0,
+                               note="; ".join(notes + ["nothing changed (same base, same patch bytes)"]))
+        if sub is None:
+            sub = _loaded(stack_cfg, upto)
+            fp = sub.fingerprint(fp_source)  # the bytes just parsed (a file may have changed since)
+        patches = sub.patches
         if state:
-            lost = local_work(target, state)
-            if not lost and state.get("fingerprint") == fp:
-                return ApplyResult(stack_cfg.name, target, "noop", state["base"], state["source"],
-                                   [tuple(c) for c in state["commits"]], time.monotonic() - t0,
-                                   note="; ".join(notes + ["nothing changed (same base, same patch bytes)"]))
             if lost and not force:
                 raise Dsv4Error(
                     f"{target}: re-applying would lose {'; '.join(lost)}",
@@ -289,6 +295,14 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
         outdir.swap_in(name, staging)
         return ApplyResult(stack_cfg.name, target, "applied", base.commit, base.source, commits,
                            time.monotonic() - t0, note="; ".join(filter(None, [base.note, *notes])))
+
+
+def _loaded(stack_cfg: StackConfig, upto: int | None) -> LoadedStack:
+    """The first `upto` patches (default all), parsed, and refused if they would write outside the tree."""
+    loaded = load_stack(stack_cfg)
+    patches = loaded.patches if upto is None else loaded.patches[:upto]
+    _refuse_unsafe(stack_cfg, patches)
+    return LoadedStack(stack_cfg, loaded.entries[: len(patches)], patches)
 
 
 def _refuse_unless_same(target: Path, built: Git, damaged: str) -> None:

@@ -26,3 +26,14 @@ def test_no_upstream_trees_committed_outside_patches():
     upstream_like = ("vllm/v1/", "vllm/model_executor/", "sglang/srt/", "deep_gemm/include/", "csrc/jit/")
     offenders = [p for p in tracked() if not p.startswith("patches/") and any(u in p for u in upstream_like)]
     assert offenders == []
+
+
+def test_git_runs_only_through_gitcmd():
+    # Every git call gets the environment gitcmd builds (no GIT_DIR/GIT_INDEX_FILE/config leaking in):
+    # no other engine or CLI module starts a `git` process itself.
+    import re
+
+    launch = re.compile(r"""\[\s*["']git["']\s*,""")  # an argv list starting with "git"
+    offenders = [p for p in tracked("dsv4_patch/**.py", "dsv4_patch/*.py", "tools/*.py")
+                 if p != "dsv4_patch/gitcmd.py" and launch.search((ROOT / p).read_text())]
+    assert offenders == []

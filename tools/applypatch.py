@@ -19,11 +19,13 @@ if __package__ in (None, ""):  # `python tools/applypatch.py ...` from a checkou
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from dsv4_patch import __version__, api
 from dsv4_patch.config import load_project
 from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, ConflictError, Dsv4Error, SourceError, UsageError
+from tools import typer_fastpath
+
+typer_fastpath.install()  # plain str/None parameters without pydantic: see tools/typer_fastpath.py
 
 # Help text is click's plain formatter (rich_markup_mode=None: square brackets stay literal).
 # Paragraphs after a line holding only \b are printed verbatim: the Examples blocks keep their
@@ -116,15 +118,17 @@ class ProgressView:
 _VIEW = ProgressView(err)
 
 
-def _table(*columns: str, title: str | None = None) -> Table:
+def _table(*columns: str, title: str | None = None):
     """Names are never cut: long cells fold onto more lines instead of ending in an ellipsis."""
+    from rich.table import Table  # only the commands that print tables pay for it
+
     t = Table(title=title, show_edge=False, pad_edge=False)
     for c in columns:
         t.add_column(c, overflow="fold")
     return t
 
 
-def _print_table(t: Table) -> None:
+def _print_table(t) -> None:
     # Off a terminal (pipes, CI logs) there is no width to fit: print every cell whole.
     (out if out.is_terminal else Console(soft_wrap=True, width=1000)).print(t)
 

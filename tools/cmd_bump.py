@@ -9,10 +9,11 @@ from typing import Optional
 
 import typer
 
-from dsv4_patch.bump import BumpOptions, bump as run_bump, record_resolutions, walk as run_walk
-from dsv4_patch.bump.report import annotations, bump_markdown, walk_markdown, write_bump
 from dsv4_patch.config import load_project
 from dsv4_patch.errors import EXIT_ERROR, EXIT_USAGE, ConflictError, Dsv4Error
+
+# dsv4_patch.bump is imported inside the command: registering `bump` (which `--help` and the
+# script do on every start) must not cost the rebase engine's imports.
 
 EXAMPLES = """Rebase STACK from its pin onto REF and say, per patch: clean, offset (found at shifted
 lines), 3way (merged), conflict (files, hunks), upstreamed (already in REF: proposed for removal),
@@ -90,6 +91,9 @@ def bump(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON on stdout."),
     project: Optional[Path] = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml."),
 ):
+    from dsv4_patch.bump import BumpOptions, bump as run_bump, record_resolutions, walk as run_walk
+    from dsv4_patch.bump.report import annotations, bump_markdown, walk_markdown, write_bump
+
     try:
         proj = load_project(project)
         if sum(bool(x) for x in (ref, latest, walk)) != 1:

@@ -22,11 +22,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from dsv4_patch.e2e.api import E2EOptions, run_e2e
-from dsv4_patch.e2e.matrix import compute_matrix
-from dsv4_patch.e2e.record import LEVELS
-from dsv4_patch.e2e.results import summary_lines
 from dsv4_patch.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, Dsv4Error
+
+# dsv4_patch.e2e is imported inside the functions: registering `e2e` must not cost the harness.
 
 app = typer.Typer(help="End-to-end acceptance runs on real hardware (docs/e2e.md).")
 
@@ -61,6 +59,9 @@ def e2e(
     Exit codes: 0 every case COHERENT (and --record written), 1 a failed verdict (DEGRADED, ERROR,
     CRASHED), a configuration error or a refused --record, 2 usage (bad option, no such --model).
     """
+    from dsv4_patch.e2e.api import E2EOptions, run_e2e
+    from dsv4_patch.e2e.results import summary_lines
+
     worker = os.environ.get("DSV4_E2E_WORKER")
     opts = E2EOptions(
         engine=engine, model=model, tp=tp, suite=suite, launcher=launcher, slurm_config=slurm_config, out=out,
@@ -97,6 +98,9 @@ def render_matrix(root: Path, stacks: list[str] | None = None, as_json: bool = F
     the newest result passed, `!hw` where it failed, `~hw` where it was recorded for an older version of
     the patch file, and `-` where nothing was recorded.
     """
+    from dsv4_patch.e2e.matrix import compute_matrix
+    from dsv4_patch.e2e.record import LEVELS
+
     matrices = compute_matrix(root, stacks)
     if as_json:
         return json.dumps([m.to_dict() for m in matrices], indent=2)

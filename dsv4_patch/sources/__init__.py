@@ -8,17 +8,31 @@ works, SourceError lists one line per source: what failed and what to set.
 
 from __future__ import annotations
 
+import importlib
+
 from ..config import SourceSpec, StackConfig
 from ..errors import SourceError
 from .base import BaseTree, Cache, Progress
-from . import archive, gitsource, pathsource
 
-_KINDS = {
-    "git": gitsource.materialize,
-    "path": pathsource.materialize,
-    "sdist": archive.materialize,
-    "wheel": archive.materialize,
-}
+# The adapters are imported when a source is used, not when the package is: a no-op `apply`
+# needs only Cache and BaseTree, and archive pulls in urllib, tarfile and zipfile.
+_MODULES = {"git": "gitsource", "path": "pathsource", "sdist": "archive", "wheel": "archive"}
+
+
+def _adapter(kind: str):
+    def run(*args, **kw):
+        return getattr(importlib.import_module(f"{__name__}.{_MODULES[kind]}"), "materialize")(*args, **kw)
+    return run
+
+
+_KINDS = {kind: _adapter(kind) for kind in _MODULES}
+
+
+def __getattr__(name: str):
+    """`sources.archive` (etc.) without importing it first, as when the package imported them."""
+    if name in _MODULES.values():
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def materialize(stack: StackConfig, cache: Cache, *, kind: str | None = None, progress: Progress = None,

@@ -1,5 +1,5 @@
 """o FP8 QDQ before wo_a (DeepSeek-V4.1-Flash-1017): float64 oracle, eager torch, Triton kernel.
 
 sglang_o_fp8_qdq.py is byte-for-byte the file the SGLang patch adds
-(python/sglang/srt/models/deepseek_common/o_fp8_qdq.py); `dsv4-patch check` compares them.
+(python/sglang/kernels/ops/quantization/o_fp8_qdq.py); `dsv4-patch check` compares them.
 """

@@ -71,13 +71,17 @@ def _o_fp8_qdq_kernel(
     g = row - t * G
     base = t.to(tl.int64) * stride_t + g.to(tl.int64) * stride_g
     NB: tl.constexpr = CHUNK // BLOCK
-    cols = chunk * CHUNK + tl.arange(0, NB)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+    cols = (
+        chunk * CHUNK + tl.arange(0, NB)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+    )
     mask = cols < D
     ptrs = o_ptr + base + cols
     x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
 
     amax = tl.max(tl.abs(x), axis=1)
-    amax = tl.maximum(amax, tl.full([NB], _AMAX_FLOOR_BITS, tl.uint32).to(tl.float32, bitcast=True))
+    amax = tl.maximum(
+        amax, tl.full([NB], _AMAX_FLOOR_BITS, tl.uint32).to(tl.float32, bitcast=True)
+    )
     r = amax * tl.full([NB], _FP8_MAX_INV_BITS, tl.uint32).to(tl.float32, bitcast=True)
     rb = r.to(tl.uint32, bitcast=True)
     e = ((rb >> 23) & 0xFF).to(tl.int32) - 127 + ((rb & 0x7FFFFF) != 0).to(tl.int32)
@@ -151,7 +155,12 @@ def check_o_fp8_qdq_block(block: int, D: int) -> None:
     (0, off, is the caller's business). Checked here rather than left to
     Triton: a block that is not a power of two passes D % block and then fails
     in tl.arange."""
-    if isinstance(block, bool) or not isinstance(block, int) or block <= 0 or block & (block - 1):
+    if (
+        isinstance(block, bool)
+        or not isinstance(block, int)
+        or block <= 0
+        or block & (block - 1)
+    ):
         raise ValueError(
             f"SGLANG_DSV4_O_FP8_QDQ_BLOCK={block!r} is not a power of two; set 0 "
             "(off) or a power of two (DeepSeek-V4.1-Flash-1017 uses 32)"
@@ -200,7 +209,9 @@ def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch
         (not emulate)
         and o.is_cuda
         and _hw_fp8_supported(
-            o.device.index if o.device.index is not None else torch.cuda.current_device()
+            o.device.index
+            if o.device.index is not None
+            else torch.cuda.current_device()
         )
     )
     chunk = _pick_chunk(T * G, D, block)

@@ -44,28 +44,35 @@ def layer(**kw):
     return types.SimpleNamespace(**base)
 
 
-# name -> (block, platform patches, stand-in layer attributes)
+# name -> (block, platform patches, stand-in layer attributes). Every case sets all four platform
+# flags (this machine has no GPU, so the module read _is_cuda as False).
+NOT_CUDA = {"_is_cuda": False, "_is_hip": False, "_is_npu": False, "_is_xpu": False}
+CUDA = {**NOT_CUDA, "_is_cuda": True}
+ROCM = {**NOT_CUDA, "_is_hip": True}
+NPU = {**NOT_CUDA, "_is_npu": True}
 CASES = {
-    "cuda_bf16": (32, {}, {}),
-    "off_on_rocm": (0, {"_is_hip": True}, {}),
-    "negative": (-32, {}, {}),
-    "not_power_of_two": (48, {}, {}),
-    "does_not_divide_d": (8192, {}, {}),
-    "rocm_bf16": (32, {"_is_hip": True}, {}),
-    "npu_bf16": (32, {"_is_npu": True}, {}),
-    "mega": (32, {}, {"use_mega_attention": True}),
-    "fp8_wo_a": (32, {}, {"wo_a_fp8": True}),
-    "rocm_mxscale": (32, {"_is_hip": True, "_wo_a_fp8_mxscale": object()}, {"wo_a_fp8": True}),
-    "npu_mxfp8": (32, {"_is_npu": True}, {"use_npu_arch35_mxfp8_wo_a": True}),
-    "gguf": (32, {}, {"wo_a": types.SimpleNamespace(qweight=None)}),
-    "mega_again": (32, {}, {"use_mega_attention": True}),  # the warning is logged once
+    "cuda_bf16": (32, CUDA, {}),
+    "off_on_rocm": (0, ROCM, {}),
+    "negative": (-32, CUDA, {}),
+    "not_power_of_two": (48, CUDA, {}),
+    "does_not_divide_d": (8192, CUDA, {}),
+    "rocm_bf16": (32, ROCM, {}),
+    "npu_bf16": (32, NPU, {}),
+    "xpu_bf16": (32, {**NOT_CUDA, "_is_xpu": True}, {}),
+    "cpu_bf16": (32, NOT_CUDA, {}),
+    "mega": (32, CUDA, {"use_mega_attention": True}),
+    "fp8_wo_a": (32, CUDA, {"wo_a_fp8": True}),
+    "rocm_mxscale": (32, {**ROCM, "_wo_a_fp8_mxscale": object()}, {"wo_a_fp8": True}),
+    "npu_mxfp8": (32, NPU, {"use_npu_arch35_mxfp8_wo_a": True}),
+    "gguf": (32, CUDA, {"wo_a": types.SimpleNamespace(qweight=None)}),
+    "mega_again": (32, CUDA, {"use_mega_attention": True}),  # the warning is logged once
 }
 
 
 def run_case(dv4, block, platform, attrs, records) -> dict:
     before = len(records.messages)
     with mock.patch.object(dv4, "_O_FP8_QDQ_BLOCK", block, create=True), \
-            mock.patch.multiple(dv4, **platform) if platform else mock.patch.dict({}):
+            mock.patch.multiple(dv4, **platform):
         try:
             init, ignored_by = dv4._init_o_fp8_qdq, dv4._o_fp8_qdq_ignored_by
         except AttributeError as e:

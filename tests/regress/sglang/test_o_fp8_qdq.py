@@ -28,8 +28,8 @@ import torch
 from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, o_fp8_qdq_oracle
 
 ROOT = Path(__file__).resolve().parents[3]
-NEW_FILE = "python/sglang/srt/models/deepseek_common/o_fp8_qdq.py"
-IN_TREE_TEST = "test/registered/unit/models/deepseek_common/test_o_fp8_qdq.py"  # added by the patch
+NEW_FILE = "python/sglang/kernels/ops/quantization/o_fp8_qdq.py"
+IN_TREE_TEST = "test/registered/kernels/ops/quantization/test_o_fp8_qdq.py"  # added by the patch
 IN_TREE_WIRING_TEST = "test/registered/unit/models/test_deepseek_v4_o_fp8_qdq_wiring.py"  # ditto
 SWITCH = "SGLANG_DSV4_O_FP8_QDQ_BLOCK"
 G = 2  # groups in the probe
@@ -136,9 +136,9 @@ def test_patched_module_matches_oracle(dsv4_tree):
 
 
 def test_upstream_unit_test_passes(dsv4_tree, run_sglang_unit_test):
-    """The unit test the patch adds inside SGLang's test tree (next to SGLang's other
-    deepseek_common tests) passes on the patched tree: its CPU class runs, its CUDA class skips here
-    (it runs on the GPU: docs/patches/sglang-o-fp8-qdq.md)."""
+    """The kernel test the patch adds inside SGLang's test tree (next to SGLang's other quantization
+    kernel tests) passes on the patched tree: its CPU class runs (the registry entry included), its
+    CUDA class skips here (it runs on the GPU: test_o_fp8_qdq_gpu.py)."""
     tree = dsv4_tree("sglang")
     p = run_sglang_unit_test(tree / IN_TREE_TEST, tree)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -146,13 +146,14 @@ def test_upstream_unit_test_passes(dsv4_tree, run_sglang_unit_test):
 
 
 def test_in_tree_wiring_test_passes(dsv4_tree, run_sglang_unit_test):
-    """The patch's wiring test inside SGLang's tree (the real MQALayer.forward on a stand-in layer:
-    o rounded before wo_a at 32, also where the fused RoPE+wo_a kernel was eligible; untouched at 0)
-    passes on the patched tree."""
+    """The patch's wiring test inside SGLang's tree passes on the patched tree: the real
+    MQALayer.forward and DSparkAttention.forward on stand-in layers (o rounded before wo_a at 32, also
+    where the fused RoPE+wo_a kernel was eligible; untouched at 0, the registered default) and the
+    layer-init check (bad values, non-CUDA platforms refused, one warning per bypassing path)."""
     tree = dsv4_tree("sglang")
     p = run_sglang_unit_test(tree / IN_TREE_WIRING_TEST, tree)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "Ran 3 tests" in p.stderr and "OK" in p.stderr, p.stderr[-2000:]
+    assert "Ran 10 tests" in p.stderr and "OK" in p.stderr, p.stderr[-2000:]
 
 
 def check_init(res: dict) -> None:
@@ -165,32 +166,39 @@ def check_init(res: dict) -> None:
     for case, what in (("negative", "=-32 is not a power of two"), ("not_power_of_two", "=48 is not"),
                        ("does_not_divide_d", "=8192 does not divide the group row width D=4096")):
         assert result(case).startswith("ValueError: " + SWITCH + what), (case, result(case))
-    for case, where in (("rocm_bf16", "ROCm"), ("npu_bf16", "NPU")):
+    for case, where in (("rocm_bf16", "ROCm"), ("npu_bf16", "NPU"), ("xpu_bf16", "XPU"),
+                        ("cpu_bf16", "this platform (no CUDA)")):
         r = result(case)
         assert r.startswith("NotImplementedError: " + SWITCH) and f"not on {where}" in r, (case, r)
-    for case, path in (("mega", "mega-attention"), ("fp8_wo_a", "FP8 wo_a GEMM"),
-                       ("rocm_mxscale", "ROCm mxscale wo_a"), ("npu_mxfp8", "NPU MXFP8 wo_a"),
-                       ("gguf", "GGUF wo_a")):
+    # what each path does with o instead, as the tree's code does it (the warning must say so)
+    for case, path, does in (
+            ("mega", "mega-attention", "o as FP8 with per-32 scales"),
+            ("fp8_wo_a", "FP8 wo_a GEMM", "quantizes o to FP8 with its own scales per 128 values"),
+            ("rocm_mxscale", "ROCm mxscale wo_a", "e8m0 scales per 128 values"),
+            ("npu_mxfp8", "NPU MXFP8 wo_a", "MXFP8 (e8m0 scales per 32 values)"),
+            ("gguf", "GGUF wo_a", "o stays bf16")):
         assert result(case) == "ok", (case, result(case))  # ignored, not refused
         warned = res[case]["warnings"]
         assert len(warned) == 1 and warned[0].startswith(f"{SWITCH}=32 is ignored") \
-            and f"on the {path} path" in warned[0], (case, warned)
+            and f"on the {path} path" in warned[0] and does in warned[0], (case, warned)
+        assert "not rounded" not in warned[0], (case, warned)  # the old, wrong, text
     assert res["mega_again"]["warnings"] == [], "the same warning must be logged once"
 
 
 def test_layer_init_checks_the_switch(sglang_init_probe):
     """A bad SGLANG_DSV4_O_FP8_QDQ_BLOCK (negative, not a power of two, not dividing D = 4096) is a
-    ValueError naming the switch when a layer is built; ROCm and NPU with the bf16 wo_a are refused
-    there too (NotImplementedError); the import itself does not fail on a bad value."""
+    ValueError naming the switch when a layer is built; every platform without CUDA (ROCm, NPU, XPU,
+    CPU) with the bf16 wo_a is refused there too (NotImplementedError); the import itself does not
+    fail on a bad value."""
     res = sglang_init_probe(True)
     assert res["import_value"] == -32
     check_init(res)
 
 
 def test_switch_ignored_paths_warn_once(sglang_init_probe):
-    """Mega attention, ROCm mxscale, FP8 and NPU MXFP8 wo_a GEMMs and GGUF wo_a do not round o: with
-    the switch set, building such a layer logs one warning naming the path (not an error, not
-    silence), once per message."""
+    """Mega attention, ROCm mxscale, FP8 and NPU MXFP8 wo_a GEMMs and GGUF wo_a bypass the bf16 einsum:
+    with the switch set, building such a layer logs one warning naming the path and what it does
+    with o instead (not an error, not silence), once per message."""
     res = sglang_init_probe(True)
     for case in ("mega", "fp8_wo_a", "rocm_mxscale", "npu_mxfp8", "gguf"):
         assert len(res[case]["warnings"]) == 1, (case, res[case])
@@ -229,12 +237,19 @@ def test_unpatched_tree_fails(dsv4_tree, sglang_probe, run_sglang_unit_test):
 
 def test_unpatched_tree_fails_the_wiring_and_init_checks(dsv4_tree, run_sglang_unit_test,
                                                            sglang_init_probe):
-    """On the pin the wiring test fails on behaviour (o reaches wo_a unrounded; the fused kernel
-    runs), not on an import; the layer-init checks and the forward hook do not exist."""
+    """On the pin the wiring test fails on behaviour (o reaches wo_a unrounded in MQALayer and in
+    DSparkAttention; the fused kernel runs), not on an import; its init tests fail because the
+    layer-init check does not exist; so does the forward hook."""
     p = run_sglang_unit_test(dsv4_tree("sglang") / IN_TREE_WIRING_TEST,
                              dsv4_tree("sglang", patched=False))
     assert p.returncode != 0
     assert "values differ" in p.stderr and "ImportError" not in p.stderr, p.stderr[-3000:]
+    dspark = p.stderr.split("test_o_is_rounded_before_wo_a (__main__.TestDSparkOFp8QdqWiring")
+    assert len(dspark) > 2 and "values differ" in dspark[-1].split("=" * 70)[0], p.stderr[-3000:]
+    for name in ("test_bad_values_raise", "test_non_cuda_platforms_are_refused",
+                 "test_paths_without_the_bf16_einsum_warn_once"):
+        assert f"{name} (__main__.TestDeepSeekV4OFp8QdqInit" in p.stderr, name  # listed as failing
+    assert "has no attribute '_init_o_fp8_qdq'" in p.stderr, p.stderr[-3000:]
     res = sglang_init_probe(False)
     with pytest.raises((AssertionError, KeyError)):
         check_init(res)

@@ -24,9 +24,37 @@ def test_manual_encode_only_on_gfx936(vllm_check):
     assert_ok(vllm_check(CHECK), "writer_integer_encode_only_on_gfx936")
 
 
+def test_manual_encode_edge_codes(vllm_check):
+    """Hard-coded e4m3 bytes (written from the format, checked against torch): ties to even around the
+    smallest subnormal, the carry into the normals, 448, saturation of 465/480/1e4/inf to +-448,
+    +-1e-40 to signed zero, NaN to 0x7F with its sign."""
+    assert_ok(vllm_check(CHECK), "encode_edge_codes")
+
+
+def test_every_writer_without_fp8_matches_torch_cast(vllm_check):
+    """The indexer query quantizer, the inverse-RoPE quantizer and the three compressor kernels on
+    gfx936 without FP8 casts write the bytes the same writers write with torch's conversion."""
+    assert_ok(vllm_check(CHECK), "writers_without_fp8_match_torch_cast")
+
+
+def test_every_writer_gate_only_on_gfx936(vllm_check):
+    """Each writer's launcher asks for the integer encode on gfx936 only (not on gfx942's FNUZ)."""
+    assert_ok(vllm_check(CHECK), "every_writer_asks_for_integer_encode_only_on_gfx936")
+
+
+def test_v32_indexer_q_launcher_never_runs_on_rocm(vllm_check):
+    """The DeepSeek V3.2 indexer query kernel in sparse_attn_indexer.py, which the patch leaves
+    alone, is refused on ROCm by its launcher, patched or not."""
+    assert_ok(vllm_check(CHECK), "v32_indexer_q_launcher_refuses_rocm")
+    assert_ok(vllm_check(CHECK, patched=False), "v32_indexer_q_launcher_refuses_rocm")
+
+
 def test_unpatched_writer_fails(vllm_check):
     """The pristine writer cannot run without FP8 conversion, and no arch gets an integer encode."""
     res = vllm_check(CHECK, patched=False)
     assert_fails(res, "writer_without_fp8_matches_oracle", "FP8 conversion is not supported")
     assert_fails(res, "writer_integer_encode_only_on_gfx936", "gfx936")
     assert_fails(res, "encode_matches_torch_bit_exact", "fp32_to_e4m3fn_manual")
+    assert_fails(res, "encode_edge_codes", "fp32_to_e4m3fn_manual")
+    assert_fails(res, "writers_without_fp8_match_torch_cast", "FP8 conversion is not supported")
+    assert_fails(res, "every_writer_asks_for_integer_encode_only_on_gfx936", "gfx936")

@@ -14,7 +14,7 @@ def check(fn):
         fn()
         _results[fn.__name__] = {"ok": True, "error": ""}
     except BaseException as e:  # noqa: BLE001 - a sub-check's failure is data here
-        tb = traceback.format_exc(limit=3)
+        tb = traceback.format_exc(limit=int(__import__("os").environ.get("DSV4_TB_LIMIT", "3")))
         _results[fn.__name__] = {"ok": False, "error": f"{type(e).__name__}: {e}\n{tb}"}
     return fn
 
