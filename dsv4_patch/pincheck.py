@@ -32,6 +32,8 @@ class PinCheck:
         if not self.checked:
             return f"not checked whether the stack applies at {self.ref}: {self.why_unchecked}"
         if not self.broken:
+            if self.applied == 1:
+                return f"the one patch applies at {self.ref}"
             return f"all {self.applied} patches apply at {self.ref}"
         total = self.applied + len(self.broken)
         parts = [f"{b['patch']} ({b['status']}{' in ' + ', '.join(b['files']) if b['files'] else ''})"

@@ -257,7 +257,7 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
         refs = ref_snapshot(g, f"dsv4/{stack_cfg.name}")
         log = ""
         if patches:
-            say(progress, f"{stack_cfg.name}: applying {len(patches)} patches")
+            say(progress, f"{stack_cfg.name}: applying {len(patches)} patch{'' if len(patches) == 1 else 'es'}")
         failed = _make_commits(g, staging, base.commit, patches, threeway, f"dsv4/{stack_cfg.name}",
                                lambda msg: say(progress, f"{stack_cfg.name}: {msg}"))
         if failed:

@@ -315,7 +315,7 @@ def apply(
             rows.append(r.to_dict() | api.release_fields(cfg))
             if not as_json:
                 verb = "unchanged" if r.status == "noop" else "built"
-                out.print(f"[green]{escape(name)}[/green]: {verb} {escape(str(r.tree))} ({len(r.commits)} patches on "
+                out.print(f"[green]{escape(name)}[/green]: {verb} {escape(str(r.tree))} ({len(r.commits)} patch{'' if len(r.commits) == 1 else 'es'} on "
                           f"{r.base[:12]} from {escape(r.source)}, {r.seconds:.2f} s)"
                           f"{' — ' + escape(r.note) if r.note else ''}", highlight=False)
         except SourceError as e:

@@ -56,5 +56,5 @@ def test_pin_to_a_ref_where_everything_applies_says_so(env, cli):
     env.up.write("src/b.txt", numbered(30, "b").replace("b 20\n", "b twenty\n"))
     new = env.up.commit("unrelated upstream change")
     p = cli(env, "pin", "demo", new, check=0)
-    assert "all 1 patches apply at" in p.stdout and "updated patches/stacks.toml" in p.stdout
+    assert "the one patch applies at" in p.stdout and "updated patches/stacks.toml" in p.stdout
     assert new in (env.root / "patches/stacks.toml").read_text()
