@@ -10,15 +10,63 @@ tree:
 - run directly under pytest, the fixture builds the tree through the engine (cached under build/
   and reused when nothing changed) and skips with the engine's one-line reason when no source of
   that stack can be reached (DeepGEMM in CI).
+
+The whole suite (`pytest` with no paths: the README's and .ci/run's command) runs on every core
+with pytest-xdist, one test file per worker (`--dist loadfile`: a file's session fixtures, e.g. its
+overlay venvs or probe runs, are built once), longest files first. This is set here rather than in
+pyproject's addopts: those would also reach the pytest runs that `dsv4-patch regress` and `bump`
+start for a few node ids (their result plugins expect one process). DSV4_TEST_WORKERS=0 runs
+serially; DSV4_TEST_WORKERS=N uses N workers, also for a run naming paths.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Started first under xdist, so the longest files do not end the run alone (measured durations:
+# docs/architecture.md, "Test suite time"). A file's own test order is kept.
+LONGEST_FIRST = (
+    "tests/newcomer/test_newcomer_session.py",
+    "tests/engine/test_real_sources.py",
+    "tests/regress/sglang/test_o_fp8_qdq.py",
+    "tests/bump/test_deepgemm_bump.py",
+)
+
+
+def _workers(config) -> str | None:
+    """How many xdist workers this run gets: "auto", a number, or None (serial)."""
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return None  # a worker: never spread again
+    if not config.pluginmanager.hasplugin("xdist") or config.option.numprocesses is not None:
+        return None  # no xdist here, or -n given on the command line: that decides
+    if config.getoption("usepdb", False) or config.getoption("collectonly", False):
+        return None
+    want = os.environ.get("DSV4_TEST_WORKERS", "").strip()
+    if want:
+        return None if want in ("0", "1") else want
+    whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    return "auto" if whole_suite and (os.cpu_count() or 1) > 1 else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own (registered earlier, so called after this one)
+def pytest_cmdline_main(config):
+    n = _workers(config)
+    if n is not None:
+        config.option.numprocesses = n if n == "auto" else int(n)
+        config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # serial runs keep pytest's order
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(it.nodeid.split("::", 1)[0], len(rank)))  # stable
 
 
 def _tree(stack: str, patched: bool, release: str | None) -> Path:

@@ -3,6 +3,8 @@ real single-node Slurm started by ci/slurm-up.sh (skipped with its reason where 
 
 from __future__ import annotations
 
+import os
+
 import sys
 import tomllib
 from pathlib import Path
@@ -38,6 +40,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # every worker collects everything: the worker that runs them starts it (slurm_runs)
     if any(BACKGROUND_FIXTURE in getattr(i, "fixturenames", ()) for i in session.items):
         from slurm_background import start_in_background
 

@@ -57,8 +57,10 @@ KILLER = textwrap.dedent("""
         if journal:
             tick("after journal removal")
 
-    atomicio._write_all, os.replace, os.unlink = write_all, replace, unlink
+    # loaded before the hooks: the kill points are the build's, not the stacks.toml memo's (whose first
+    # write, in a cache no earlier run warmed, would shift every point by one)
     stack = load_project({proj!r}).stack("demo")
+    atomicio._write_all, os.replace, os.unlink = write_all, replace, unlink
     tree.build_tree(stack, {out!r}, cache=Cache({cache!r}))
 """)
 

@@ -70,7 +70,12 @@ def _seed(venvs: Path) -> None:
     if not SHARED_VENVS.is_dir():
         return
     for d in SHARED_VENVS.iterdir():
-        if d.is_dir() and not d.name.startswith("."):
+        if not d.is_dir() or d.name.startswith("."):
+            continue
+        if (d / "base").is_dir():  # a vLLM release: its install only; the run overlays its own clones
+            (venvs / d.name).mkdir()
+            subprocess.run(["cp", "-al", str(d / "base"), str(venvs / d.name / "base")], check=True)
+        else:
             subprocess.run(["cp", "-al", str(d), str(venvs / d.name)], check=True)
 
 

@@ -16,8 +16,10 @@ the tree's python/ first on PYTHONPATH and byte-code kept out of the tree (PYTHO
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,18 +52,22 @@ def sglang_cpu_deps() -> Path:
     if stamp.exists():
         return target
     _cache_root().mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=_cache_root()))
-    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        "--no-deps", "--target", str(tmp), "-r", str(REQS)],
-                       capture_output=True, text=True, timeout=1200)
-    if p.returncode != 0:
-        pytest.skip(f"could not install SGLang's CPU import dependencies ({REQS.name}): "
-                    f"{(p.stderr.strip().splitlines() or ['pip failed'])[-1]}")
-    (tmp / ".complete").write_text("ok\n")
-    try:
+    # one installer at a time (pytest-xdist workers, other checkouts): the others wait, then reuse it
+    with open(_cache_root() / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=_cache_root()))
+        # --no-compile: the probes write their byte code under PYTHONPYCACHEPREFIX anyway
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                            "--no-compile", "--no-deps", "--target", str(tmp), "-r", str(REQS)],
+                           capture_output=True, text=True, timeout=1200)
+        if p.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            pytest.skip(f"could not install SGLang's CPU import dependencies ({REQS.name}): "
+                        f"{(p.stderr.strip().splitlines() or ['pip failed'])[-1]}")
+        (tmp / ".complete").write_text("ok\n")
         os.replace(tmp, target)
-    except OSError:  # another session got there first
-        pass
     return target
 
 

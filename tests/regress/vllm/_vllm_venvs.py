@@ -2,8 +2,15 @@
 
 A release's pair of venvs lives in DSV4_VENV_CACHE (default ~/.cache/dsv4-patch/venvs):
 
-    vllm-<version>/base      the release as installed (no overlay)
-    vllm-<version>/patched   a hard-link clone of base with the patched files overlaid
+    vllm-<version>/base              the release as installed (no overlay)
+    vllm-<version>/patched-<key>     a hard-link clone of base with one patched tree's files overlaid
+
+The patched clone is named by the overlay's key (dsv4_patch.build.overlay_key: the changed paths and
+their bytes), not just `patched`: the cache is shared by every checkout and by the child pytest runs
+of `bump`/`pin` (whose intent tests overlay a pristine or rebased tree), and one venv rewritten under
+another run's check scripts made those fail at random. A clone costs ~2 s and only directory
+entries. Every write (install, prune, clone) holds the venv's lock (dsv4_patch.build.venv_lock), so
+parallel workers (pytest-xdist) and parallel checkouts wait for each other instead of racing.
 
 How the base venv gets the release differs per release (conftest.py files say which); the rest is
 here: the clone, the overlay, and running one check script per venv once per session.
@@ -22,7 +29,7 @@ from typing import Callable
 
 import pytest
 
-from dsv4_patch.build import build_overlay, venv_python
+from dsv4_patch.build import build_overlay, changed_files, overlay_key, venv_lock, venv_python
 from dsv4_patch.errors import Dsv4Error
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,16 +59,40 @@ def prune(py: Path) -> None:
 
 def hardlink_clone(src: Path, dst: Path, prepare: Callable[[Path], None] | None = None) -> None:
     """dst as a hard-link copy of venv src (no second install, no second 5 GB); build_overlay and
-    pip write new inodes, so src never sees what is done to dst. Built aside, moved in whole."""
+    pip write new inodes, so src never sees what is done to dst. Built aside, moved in whole, under
+    the locks of src (nobody writes it meanwhile) and dst (one cloner; the others then find it)."""
     if venv_python(dst).exists():
         return
-    tmp = dst.with_name(dst.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cp", "-al", str(src), str(tmp)], check=True)
-    if prepare:
-        prepare(tmp)
-    os.replace(tmp, dst)
+    with venv_lock(src), venv_lock(dst):
+        if venv_python(dst).exists():  # made while this process waited for the lock
+            return
+        tmp = dst.with_name(dst.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-al", str(src), str(tmp)], check=True)
+        if prepare:
+            prepare(tmp)
+        os.replace(tmp, dst)
+
+
+def patched_venv_path(root: Path, base_tree: Path, patched_tree: Path, version: str) -> Path:
+    """root/patched-<key>: the clone that holds exactly this patched tree's overlay."""
+    key = overlay_key(PACKAGE, version, patched_tree, changed_files(base_tree, patched_tree))
+    return root / f"patched-{key[:16]}"
+
+
+def release_base(base_tree: Path, version: str) -> Path:
+    """The base venv of `version` as build_overlay installs it from its wheel (pruned), built if
+    missing: other releases' base venvs are clones of it (see v0_33/conftest.py)."""
+    base_venv = venv_cache() / f"{PACKAGE}-{version}" / "base"
+    try:
+        build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
+        with venv_lock(base_venv):
+            prune(venv_python(base_venv))
+    except (Dsv4Error, subprocess.CalledProcessError) as e:
+        msg = e.one_line() if isinstance(e, Dsv4Error) else f"{e.cmd}: {(e.stderr or '')[-2000:]}"
+        pytest.fail(f"vLLM {version} base venv build failed: {msg}")
+    return base_venv
 
 
 def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
@@ -69,12 +100,14 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
     """{False: pristine venv, True: patched venv} for `version`. make_base(venv) installs the
     release into a new base venv; None lets build_overlay install it from its wheel."""
     root = venv_cache() / f"{PACKAGE}-{version}"
-    base_venv, patched_venv = root / "base", root / "patched"
+    base_venv = root / "base"
     try:
+        patched_venv = patched_venv_path(root, base_tree, patched_tree, version)
         if make_base is not None:
             make_base(base_venv)
         build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
-        prune(venv_python(base_venv))
+        with venv_lock(base_venv):
+            prune(venv_python(base_venv))
         hardlink_clone(base_venv, patched_venv)
         build_overlay(base_tree, patched_tree, patched_venv, package=PACKAGE, version=version)
     except (Dsv4Error, subprocess.CalledProcessError) as e:
@@ -91,15 +124,18 @@ def pytest_only_path() -> Path:
     dst = Path(tempfile.gettempdir()) / f"dsv4-pytest-only-{os.getuid()}"
     if not (dst / "pytest").exists():
         dst.mkdir(exist_ok=True)
-        for name in ("pytest", "_pytest", "pluggy", "iniconfig", "py"):
+        # "pytest" last: its presence is what says the folder is complete
+        for name in ("_pytest", "pluggy", "iniconfig", "py", "pytest"):
             spec = importlib.util.find_spec(name)
             if spec is None or spec.origin is None:
                 continue
             src = Path(spec.origin)
             src = src.parent if src.name == "__init__.py" else src
             link = dst / src.name
-            if not link.exists():
+            try:
                 link.symlink_to(src)
+            except FileExistsError:  # another worker made it
+                pass
     return dst
 
 

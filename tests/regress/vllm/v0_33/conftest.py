@@ -11,7 +11,8 @@ with three differences:
   build and a 2.14.1 CUDA build are), and pip would pull the multi-GB CUDA 2.14.0 from PyPI. So the
   base venv is NOT made by build_overlay's `pip install vllm==0.33.0`: it is a hard-link clone of the
   v0.27.1 base venv (torch 2.13.0+cpu, built by ../conftest.py) with `pip install --no-deps
-  vllm==0.33.0` on top. vLLM's Python modules import with it; its compiled ops (vllm._C) do not
+  vllm==0.33.0` on top (the v0.27.1 base venv is built first when missing). vLLM's Python
+  modules import with it; its compiled ops (vllm._C) do not
   load, which these CPU checks do not need. build_overlay then only overlays (installed == 0.33.0).
 - Check scripts are looked up in v0_33/checks first, then ../checks (unchanged ones are shared).
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_venvs import PACKAGE, check_runner, hardlink_clone, overlay_pair, release_version, venv_cache
+from _vllm_venvs import PACKAGE, check_runner, hardlink_clone, overlay_pair, release_base, release_version
 from dsv4_patch.build import venv_python
 from dsv4_patch.sources.base import Cache
 
@@ -46,11 +47,13 @@ def _trees(dsv4_tree) -> tuple[Path, Path]:
     return patched, base
 
 
-def _make_base_venv(venv: Path) -> None:
-    """vllm==0.33.0 (no deps) over a clone of the v0.27.1 base venv (torch 2.13.0+cpu)."""
-    old = venv_cache() / f"{PACKAGE}-{OLD_VERSION}" / "base"
-    if not venv_python(venv).exists() and not venv_python(old).exists():
-        pytest.skip(f"v0.33.0 variants: {old} missing; run tests/regress/vllm (v0.27.1) once first")
+def _make_base_venv(venv: Path, old_base_tree) -> None:
+    """vllm==0.33.0 (no deps) over a clone of the v0.27.1 base venv (torch 2.13.0+cpu). That venv is
+    built here when missing (old_base_tree() gives its pristine tree): under pytest-xdist the v0.27.1
+    tests may run later, or on another worker."""
+    if venv_python(venv).exists():
+        return
+    old = release_base(old_base_tree(), OLD_VERSION)
 
     def install(tmp: Path) -> None:
         (tmp / ".dsv4-build.json").unlink(missing_ok=True)  # a hard link: unlink, never rewrite
@@ -72,9 +75,10 @@ def vllm_trees(dsv4_tree) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
-def vllm_venvs(vllm_trees) -> dict[bool, Path]:
+def vllm_venvs(vllm_trees, dsv4_tree) -> dict[bool, Path]:
     patched_tree, base_tree = vllm_trees
-    return overlay_pair(base_tree, patched_tree, VERSION, make_base=_make_base_venv)
+    old_tree = lambda: dsv4_tree("vllm", patched=False, release=f"v{OLD_VERSION}")  # noqa: E731
+    return overlay_pair(base_tree, patched_tree, VERSION, make_base=lambda v: _make_base_venv(v, old_tree))
 
 
 @pytest.fixture(scope="session")
