@@ -176,7 +176,7 @@ def check_init(res: dict) -> None:
             ("fp8_wo_a", "FP8 wo_a GEMM", "quantizes o to FP8 with its own scales per 128 values"),
             ("rocm_mxscale", "ROCm mxscale wo_a", "e8m0 scales per 128 values"),
             ("npu_mxfp8", "NPU MXFP8 wo_a", "MXFP8 (e8m0 scales per 32 values)"),
-            ("gguf", "GGUF wo_a", "o stays bf16")):
+            ("gguf", "GGUF wo_a", "rounds o to int8 (q8_1, per 32 values) for quantized")):
         assert result(case) == "ok", (case, result(case))  # ignored, not refused
         warned = res[case]["warnings"]
         assert len(warned) == 1 and warned[0].startswith(f"{SWITCH}=32 is ignored") \
