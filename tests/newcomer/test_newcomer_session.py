@@ -152,7 +152,15 @@ def test_readme_commands_and_realistic_session(tmp_path):
         elif cmd.startswith("dsv4-patch check && dsv4-patch regress vllm"):
             p = s.run(cmd)
             assert "check: all stacks clean" in p.stdout
-            assert re.search(r"manual-ocp-e4m3-decode-in-the-triton-sparse-mla-decode\.patch\s*│\s*passed", p.stdout)
+            # the edited patch passes its tests on both releases; its GPU-marked tests skip in this venv
+            # without torch, which the table shows as `partial` with that reason (never as passed)
+            rows = [ln for ln in p.stdout.splitlines()
+                    if "│ manual-ocp-e4m3-decode-in-the-triton-sparse-mla-decode.patch" in ln]
+            assert len(rows) == 2, p.stdout
+            for row in rows:
+                outcome = row.split("│")[2].strip()
+                assert outcome == "passed" or outcome.startswith("partial: needs torch"), row
+                assert "=failed" not in row and "=passed" in row, row
         elif cmd.startswith("dsv4-patch build vllm --venv .venv-vllm"):
             seed = venvs / "vllm-0.27.1" / "base"
             if seed.is_dir():  # the release install, hard-linked; overlay, prune and import are real
