@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -31,3 +33,17 @@ def write_rows(path: Path, rows: list[dict]) -> None:
 
     path.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                 "triton": triton.__version__, "rows": rows}, indent=1))
+
+
+def gpu_bench_args(doc: str) -> argparse.Namespace:
+    """--tree/--reps/--json, the options every GPU benchmark of a patched tree takes; exits 2 (with
+    the reason) where there is no CUDA GPU."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--tree", type=Path, required=True, help="the patched vLLM tree (dsv4-patch apply vllm)")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        sys.exit(2)
+    return args

@@ -13,7 +13,6 @@ that has the conversion this measures the cost of the integer ops, not gfx936's 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regress" / "vllm")]
 
 import _standalone_dsv4_writers  # noqa: E402
-from _cuda_timing import bench, write_rows  # noqa: E402
+from _cuda_timing import bench, gpu_bench_args, write_rows  # noqa: E402
 
 SIZES = (4_096, 16_384, 65_536)
 
@@ -91,14 +90,7 @@ def case(mods, writer: str, make, n: int, reps: int, gen: torch.Generator) -> di
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tree", type=Path, required=True, help="the patched vLLM tree (dsv4-patch apply vllm)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
-        return 2
+    args = gpu_bench_args(__doc__)
     mods = _standalone_dsv4_writers.install(args.tree)
     gen = torch.Generator().manual_seed(0)
     rows = [case(mods, name, make, n, args.reps, gen)

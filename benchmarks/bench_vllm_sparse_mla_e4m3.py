@@ -12,7 +12,6 @@ at N >= 65,536) and writes it as JSON with --json.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regress" / "vllm")]
 
 from _standalone_sparse_mla import load  # noqa: E402
-from _cuda_timing import bench, write_rows  # noqa: E402
+from _cuda_timing import bench, gpu_bench_args, write_rows  # noqa: E402
 
 KEYS_PER_QUERY = 2048
 HEADS = 64
@@ -45,8 +44,10 @@ def case(mla, n: int, reps: int, gen: torch.Generator) -> dict:
     q = (torch.randn(queries, HEADS, 512, generator=gen) * 0.1).bfloat16().cuda()
     sink = torch.zeros(HEADS).cuda()
 
+    gate = mla.use_manual_e4m3  # the launcher asks this (cached) gate which decode to compile
+
     def run(manual: bool):
-        mla._ON_GFX936 = manual
+        mla.use_manual_e4m3 = lambda: manual
         return mla._rocm_sparse_attn_decode_ragged_triton(
             q=q, main_cache=cache, main_indices=indices, main_indptr=indptr, scale=0.05, attn_sink=sink,
             nope_head_dim=448, rope_head_dim=64)
@@ -57,21 +58,14 @@ def case(mla, n: int, reps: int, gen: torch.Generator) -> dict:
     for _ in range(7):
         manual.append(bench(lambda: run(True), reps))
         hardware.append(bench(lambda: run(False), reps))
-    mla._ON_GFX936 = False
+    mla.use_manual_e4m3 = gate
     m, h = statistics.median(manual), statistics.median(hardware)
     return {"N": n, "queries": queries, "heads": HEADS, "manual_us": round(m, 2), "hardware_us": round(h, 2),
             "ratio": round(m / h, 4), "bit_equal": same}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tree", type=Path, required=True, help="the patched vLLM tree (dsv4-patch apply vllm)")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("needs a CUDA GPU", file=sys.stderr)
-        return 2
+    args = gpu_bench_args(__doc__)
     mla = load(args.tree)
     gen = torch.Generator().manual_seed(0)
     rows = [case(mla, n, args.reps, gen) for n in SIZES]
