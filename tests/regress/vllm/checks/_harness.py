@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from contextlib import contextmanager
 
 _results: dict[str, dict] = {}
 
@@ -22,3 +23,21 @@ def check(fn):
 def report() -> None:
     sys.stdout.flush()
     print("DSV4-CHECK " + json.dumps(_results), flush=True)
+
+
+_MISSING = object()
+
+
+@contextmanager
+def swapped(namespace, name: str, value):
+    """namespace.name is value inside the block; afterwards what it was (absent again if it was absent:
+    torch.ops namespaces resolve a missing kernel lazily, so deleting is not the same as restoring)."""
+    orig = namespace.__dict__.get(name, _MISSING)
+    setattr(namespace, name, value)
+    try:
+        yield
+    finally:
+        if orig is _MISSING:
+            delattr(namespace, name)
+        else:
+            setattr(namespace, name, orig)

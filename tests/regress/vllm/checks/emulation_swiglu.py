@@ -9,7 +9,7 @@ import types
 import numpy as np
 import torch
 
-from _harness import check, report
+from _harness import check, report, swapped
 
 from vllm.model_executor.layers.fused_moe.activation import MoEActivation
 from vllm.model_executor.layers.fused_moe.config import (
@@ -84,20 +84,12 @@ def experts_kernel_gets_alpha_and_beta():
         out.copy_(torch.from_numpy(swiglu_oracle(inp[:, :d].float(), inp[:, d:].float(),
                                                  alpha, beta, limit)).to(out.dtype))
 
-    ns = torch.ops._C
-    orig = ns.__dict__.get("silu_and_mul_with_clamp")
-    ns.silu_and_mul_with_clamp = standin
-    try:
+    with swapped(torch.ops._C, "silu_and_mul_with_clamp", standin):
         e = experts(MoEActivation.SWIGLUOAI_UNINTERLEAVE, swiglu_alpha=1.702, swiglu_beta=1.0,
                     swiglu_limit=7.0)
         x = gate_up()
         out = torch.empty(x.shape[0], I, dtype=torch.bfloat16)
         e.activation(MoEActivation.SWIGLUOAI_UNINTERLEAVE, out, x)
-    finally:
-        if orig is None:
-            del ns.silu_and_mul_with_clamp
-        else:
-            ns.silu_and_mul_with_clamp = orig
     assert seen == [(7.0, 1.702, 1.0)], f"kernel called with (limit, alpha, beta) {seen}"
 
 

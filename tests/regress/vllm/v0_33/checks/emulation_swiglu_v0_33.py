@@ -10,7 +10,7 @@ import types
 
 import torch
 
-from _harness import check, report
+from _harness import check, report, swapped
 
 from vllm.model_executor.layers.fused_moe.activation import MoEActivation
 from vllm.model_executor.layers.fused_moe.config import (
@@ -51,18 +51,10 @@ def emulation_experts_get_alpha_and_beta_from_the_moe_config():
         seen.append((limit, alpha, beta))
         out.zero_()
 
-    ns = torch.ops._C
-    orig = ns.__dict__.get("silu_and_mul_with_clamp")
-    ns.silu_and_mul_with_clamp = standin
-    try:
+    with swapped(torch.ops._C, "silu_and_mul_with_clamp", standin):
         e = Experts(moe, qc)
         x = torch.randn(8, 2 * I).bfloat16()
         e.activation(MoEActivation.SWIGLUOAI_UNINTERLEAVE, torch.empty(8, I, dtype=torch.bfloat16), x)
-    finally:
-        if orig is None:
-            del ns.silu_and_mul_with_clamp
-        else:
-            ns.silu_and_mul_with_clamp = orig
     assert seen == [(7.0, 1.702, 1.0)], f"kernel called with (limit, alpha, beta) {seen}"
 
 
