@@ -47,3 +47,14 @@ def gpu_bench_args(doc: str) -> argparse.Namespace:
         print("needs a CUDA GPU", file=sys.stderr)
         sys.exit(2)
     return args
+
+
+def print_rows(rows: list[dict], lead: tuple[tuple[str, str], ...]) -> None:
+    """The device, then one line per row: the `lead` columns ((key, format spec) each), then the
+    manual/hardware timings, their ratio and whether the outputs were bit-equal."""
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}")
+    print(" ".join(f"{k:{spec}}" for k, spec in lead)
+          + f" {'manual µs':>10} {'hardware µs':>12} {'manual/hw':>9} {'bit-equal':>9}")
+    for r in rows:
+        print(" ".join(f"{r[k]:{spec}}" for k, spec in lead)
+              + f" {r['manual_us']:>10.1f} {r['hardware_us']:>12.1f} {r['ratio']:>9.3f} {str(r['bit_equal']):>9}")

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regress" / "vllm")]
 
 import _standalone_dsv4_writers  # noqa: E402
-from _cuda_timing import bench, gpu_bench_args, write_rows  # noqa: E402
+from _cuda_timing import bench, gpu_bench_args, print_rows, write_rows  # noqa: E402
 
 SIZES = (4_096, 16_384, 65_536)
 
@@ -97,11 +97,7 @@ def main() -> int:
             for name, make in (("quantize_and_insert_k_cache", k_cache_writer),
                                ("fused_indexer_q_rope_quant", indexer_q))
             for n in SIZES]
-    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}")
-    print(f"{'writer':<28} {'N':>6} {'manual µs':>10} {'hardware µs':>12} {'manual/hw':>9} {'bit-equal':>9}")
-    for r in rows:
-        print(f"{r['writer']:<28} {r['N']:>6} {r['manual_us']:>10.1f} {r['hardware_us']:>12.1f} "
-              f"{r['ratio']:>9.3f} {str(r['bit_equal']):>9}")
+    print_rows(rows, (("writer", "<28"), ("N", ">6")))
     if args.json:
         write_rows(args.json, rows)
     return 0

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "regress" / "vllm")]
 
 from _standalone_sparse_mla import load  # noqa: E402
-from _cuda_timing import bench, gpu_bench_args, write_rows  # noqa: E402
+from _cuda_timing import bench, gpu_bench_args, print_rows, write_rows  # noqa: E402
 
 KEYS_PER_QUERY = 2048
 HEADS = 64
@@ -69,11 +69,7 @@ def main() -> int:
     mla = load(args.tree)
     gen = torch.Generator().manual_seed(0)
     rows = [case(mla, n, args.reps, gen) for n in SIZES]
-    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}")
-    print(f"{'N':>8} {'queries':>7} {'manual µs':>10} {'hardware µs':>12} {'manual/hw':>9} {'bit-equal':>9}")
-    for r in rows:
-        print(f"{r['N']:>8} {r['queries']:>7} {r['manual_us']:>10.1f} {r['hardware_us']:>12.1f} "
-              f"{r['ratio']:>9.3f} {str(r['bit_equal']):>9}")
+    print_rows(rows, (("N", ">8"), ("queries", ">7")))
     if args.json:
         write_rows(args.json, rows)
     return 0
