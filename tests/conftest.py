@@ -62,6 +62,30 @@ def pytest_cmdline_main(config):
         config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
 
 
+_MEMO_ENV = "DSV4_CHECK_MEMO"  # see tests/regress/vllm/_vllm_venvs.py, "one computation per run"
+
+
+def pytest_configure(config):
+    """The run's check memo: made by the outermost pytest (before xdist starts its workers, which
+    inherit it, as do the pytest runs `regress`, `bump` and `pin` start), removed when it ends."""
+    if hasattr(config, "workerinput") or os.environ.get(_MEMO_ENV):
+        return
+    import tempfile
+
+    config._dsv4_memo = tempfile.mkdtemp(prefix="dsv4-check-memo-")
+    os.environ[_MEMO_ENV] = config._dsv4_memo
+
+
+def pytest_unconfigure(config):
+    memo = getattr(config, "_dsv4_memo", None)
+    if memo:
+        import shutil
+
+        shutil.rmtree(memo, ignore_errors=True)
+        if os.environ.get(_MEMO_ENV) == memo:
+            del os.environ[_MEMO_ENV]
+
+
 def pytest_collection_modifyitems(session, config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # serial runs keep pytest's order

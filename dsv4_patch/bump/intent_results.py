@@ -29,6 +29,23 @@ def _record(nodeid: str, rec: dict) -> None:
         _results[nodeid] = rec
 
 
+def _wanted(nodeid: str, selected: list[str]) -> bool:
+    """A selected id names this test, a parametrized case of it, or a file/class that holds it."""
+    return any(nodeid == n or nodeid.startswith(n + "[") or nodeid.startswith(n + "::") for n in selected)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    raw = os.environ.get("DSV4_INTENT_SELECT")  # semantic.SELECT_ENV (not imported: this runs in pytest)
+    if raw is None:
+        return
+    selected = json.loads(raw)
+    keep = [it for it in items if _wanted(it.nodeid, selected)]
+    dropped = [it for it in items if not _wanted(it.nodeid, selected)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

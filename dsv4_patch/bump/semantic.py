@@ -54,6 +54,7 @@ PARTIAL_SKIP = "outside the partial tree"  # a test that skips for this reason g
 NOT_INTENT = "not an intent test"  # a test that skips for this reason under DSV4_INTENT is left out
 INTENT_ENV = "DSV4_INTENT"  # set to 1 in the intent-test run: the base tree IS the new upstream there
 TIMEOUT_ENV = "DSV4_INTENT_TIMEOUT"
+SELECT_ENV = "DSV4_INTENT_SELECT"  # the node ids the intent run keeps (intent_results.py deselects the rest)
 
 
 @dataclass
@@ -186,14 +187,22 @@ def judge(name: str, nodes: list[str], decided_by: str, results: dict[str, dict]
 
 def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *, timeout: float | None = None,
                      log=None) -> dict[str, dict]:
-    """Run pytest on `nodes` in a child process; the per-node records of intent_results.py."""
+    """Run pytest on `nodes` in one child process; the per-node records of intent_results.py.
+
+    pytest is given the nodes' modules, not the node ids, and intent_results.py deselects every
+    other test: named by id, a module that cannot be imported stops the whole run ("found no
+    collectors"), while a module named by path is one collection error beside the others' results
+    (--continue-on-collection-errors). One run, not one per module: session fixtures (an overlay
+    venv, a probe) are built once for every patch that needs them."""
     with tempfile.TemporaryDirectory(prefix="dsv4-intent-") as td:
         results = Path(td) / "intent.json"
         engine = str(Path(__file__).resolve().parents[2])
-        env = {**os.environ, **env_extra, "DSV4_INTENT_RESULTS": str(results)}
+        env = {**os.environ, **env_extra, "DSV4_INTENT_RESULTS": str(results),
+               SELECT_ENV: json.dumps(list(nodes))}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
+        modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.bump.intent_results", "-p", "no:cacheprovider",
-                "--continue-on-collection-errors", "-q", "-rs", *nodes]
+                "--continue-on-collection-errors", "-q", "-rs", *modules]
         limit = timeout or float(os.environ.get(TIMEOUT_ENV, "1800"))
         try:
             p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
@@ -223,12 +232,9 @@ def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, parti
         env = {f"DSV4_TREE_{stack.upper()}": str(tree), f"DSV4_BASE_{stack.upper()}": str(tree), INTENT_ENV: "1"}
         if partial is not None:
             env[f"DSV4_PARTIAL_{stack.upper()}"] = os.pathsep.join(partial)
-        # one pytest per module: a module that cannot be imported stops pytest for every id named
-        # with it ("found no collectors"), so it must not take the other modules' verdicts along
         modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
-        for i, module in enumerate(modules, 1):
-            say(progress, f"{stack}: intent tests {i}/{len(modules)}: {module}")
-            results.update(run_intent_tests(root, [n for n in nodes if n.split("::", 1)[0] == module], env))
+        say(progress, f"{stack}: intent tests in {len(modules)} module(s): {', '.join(modules)}")
+        results.update(run_intent_tests(root, nodes, env))
     out = [judge(p.name, *wanted[p.name], results, tree, partial) for p in patches]
     say(progress, f"{stack}: semantic verdicts in {time.monotonic() - t0:.1f} s: "
         + (", ".join(s.verdict for s in out) or "none (0 patches)"))

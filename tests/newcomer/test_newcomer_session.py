@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def _session_commands() -> list[str]:
 
 class Session:
     def __init__(self, clone: Path, venvs: Path, tmp: Path):
-        self.clone, self.log = clone, []
+        self.clone, self.log, self.times = clone, [], []  # times: where the run's minutes go (-s shows them)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
         self.env.update(PATH=f"{clone / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
                         DSV4_VENV_CACHE=str(venvs), COLUMNS="100", EDITOR="true", HOME=os.environ["HOME"])
@@ -47,6 +48,7 @@ class Session:
 
     def run(self, cmd: str, expect: int | None = 0, timeout: int = 3000) -> subprocess.CompletedProcess:
         shown = cmd  # a `cd` in it moves the shell's cwd for the next commands (see __CWD__)
+        t0 = time.monotonic()
         p = subprocess.run(["bash", "-c", f"cd {self.cwd} && {cmd} ; rc=$?; echo \"__CWD__=$PWD\"; exit $rc"],
                            capture_output=True, text=True, env=self.env, timeout=timeout)
         out = p.stdout
@@ -55,6 +57,7 @@ class Session:
             self.cwd = Path(m.group(1).strip())
             out = out[:m.start()]
         self.log.append(f"$ {shown}\n{p.stderr}{out}")
+        self.times.append((time.monotonic() - t0, shown))
         if os.environ.get("DSV4_SESSION_TRANSCRIPT"):  # kept current: a failing run still leaves it
             Path(os.environ["DSV4_SESSION_TRANSCRIPT"]).write_text(self.transcript())
         if expect is not None:
@@ -213,6 +216,8 @@ def test_readme_commands_and_realistic_session(tmp_path):
             assert "applies cleanly at the pin" in p.stdout
         else:
             s.run(cmd, expect=None)
+    for seconds, cmd in s.times:
+        print(f"{seconds:7.1f} s  {cmd[:100]}")
     assert "export" in done
     assert continues and continues[-1] == 0  # the last --continue finished the stack
 

@@ -18,18 +18,22 @@ here: the clone, the overlay, and running one check script per venv once per ses
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from dsv4_patch.build import build_overlay, changed_files, overlay_key, venv_lock, venv_python
+from dsv4_patch.build import STAMP, build_overlay, changed_files, overlay_key, venv_lock, venv_python
 from dsv4_patch.errors import Dsv4Error
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -154,9 +158,99 @@ def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: in
                           env=env, cwd=str(ROOT), timeout=timeout)
 
 
+# --- one computation per run ----------------------------------------------------------------------
+# A check's result is a function of what it runs: its script and the files it imports from the repo,
+# the release and overlay of the venv it runs in, the patched tree it reads in-tree tests from, and
+# its environment. Within one test run (tests/conftest.py sets DSV4_CHECK_MEMO to a folder made for
+# the run and removed after it) the same computation asked for again -- by `dsv4-patch regress`'s
+# child pytest, by bump/pin intent tests, by the newcomer session's own regress -- is read back
+# instead of recomputed. The folder never outlives the run, so every distinct check still runs at
+# least once in every run: nothing is carried from an earlier run.
+MEMO_ENV = "DSV4_CHECK_MEMO"
+_SOURCES = (ROOT / "kernels", Path(__file__).resolve().parent)  # kernels/ oracles, checks/, harness
+_digest_of_sources: str | None = None
+
+
+def _sources_digest() -> str:
+    global _digest_of_sources
+    if _digest_of_sources is None:
+        h = hashlib.sha256()
+        for top in _SOURCES:
+            for f in sorted(top.rglob("*.py")):
+                if "__pycache__" not in f.parts:
+                    h.update(f"{f.relative_to(ROOT).as_posix()}\n".encode())
+                    h.update(hashlib.sha256(f.read_bytes()).digest())
+        _digest_of_sources = h.hexdigest()
+    return _digest_of_sources
+
+
+def _venv_identity(venv: Path) -> str:
+    """The release, overlay and prune state build_overlay stamped into the venv (None: unstamped,
+    which is never memoized)."""
+    try:
+        stamp = json.loads((venv / STAMP).read_text())
+    except (OSError, ValueError):
+        return ""
+    return json.dumps({k: stamp.get(k) for k in ("key", "mode", "package", "version", "installed_version",
+                                                  "pruned")}, sort_keys=True)
+
+
+def _reads_tree(script: Path, check_dirs: list[Path]) -> bool:
+    """Whether the check can read the patched tree (DSV4_TREE_VLLM): its own text or a helper module
+    beside it (`_*.py`: the harness, the fakes) names the variable. Checks do not import each other."""
+    helpers = [f for d in check_dirs for f in d.glob("_*.py")]
+    return any("DSV4_TREE_" in f.read_text() for f in [script, *helpers])
+
+
+def _memo_key(venv: Path, patched_venv: Path, script: Path, check_dirs: list[Path],
+              extra_env: dict[str, str]) -> str | None:
+    """None: not memoized. The patched tree enters the key (as the overlay of the patched venv, which
+    is that tree's changed files and their bytes) only for checks that read it; a check that does not
+    computes the same thing in the pristine venv whichever patched tree the run has (regress's
+    unpatched runs, bump's intent runs on the pristine tree)."""
+    here = _venv_identity(venv)
+    tree = _venv_identity(patched_venv) if _reads_tree(script, check_dirs) else "not read"
+    if not here or not tree or not any(script.is_relative_to(top) for top in _SOURCES):
+        return None  # an unstamped venv, or a script the digest does not cover: always run
+    env = {k: v for k, v in extra_env.items() if k != "DSV4_TREE_VLLM"}  # the tree: see above
+    env.update({k: v for k, v in os.environ.items() if k == "DSV4_TB_LIMIT"})
+    h = hashlib.sha256(json.dumps([here, tree, script.relative_to(ROOT).as_posix(), _sources_digest(), env,
+                                   sys.platform], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _memoized(key: str | None, what: str, compute: Callable[[], dict]) -> dict:
+    memo = os.environ.get(MEMO_ENV)
+    if not key or not memo or not Path(memo).is_dir():
+        return compute()
+    path = Path(memo) / f"{key}.json"
+    with open(Path(memo) / f"{key}.lock", "w") as fh:  # the same check asked twice at once: one runs it
+        t0 = time.monotonic()
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            if path.is_file():
+                _log(memo, f"hit  {key[:12]} {what} (waited {time.monotonic() - t0:.1f} s)")
+                return json.loads(path.read_text())
+            result = compute()
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(result))
+            os.replace(tmp, path)
+            _log(memo, f"ran  {key[:12]} {what} ({time.monotonic() - t0:.1f} s)")
+            return result
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _log(memo: str, line: str) -> None:
+    """memo/log: which checks a run computed and which it read back (where the run's time went)."""
+    with open(Path(memo) / "log", "a") as f:
+        f.write(f"{time.strftime('%H:%M:%S')} {os.getpid()} {line}\n")
+
+
 def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: Path):
     """`get(name, patched=True)`: run checks/<name>.py (first found in check_dirs) in one venv,
-    once per session, and return its JSON {sub-check: {"ok": bool, "error": str}}.
+    once per session (and once per test run: see MEMO_ENV), and return its JSON
+    {sub-check: {"ok": bool, "error": str}}.
 
     Checks that run the tree's own test files read them from DSV4_TREE_VLLM, the patched tree, in
     both venvs (the unpatched modules must fail the patch's tests), under `dsv4-patch regress` and
@@ -166,16 +260,22 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
     def script(name: str) -> Path:
         return next(d / f"{name}.py" for d in check_dirs if (d / f"{name}.py").is_file())
 
+    def run(name: str, patched: bool) -> dict:
+        r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs,
+                        extra_env={"DSV4_TREE_VLLM": str(patched_tree)})
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK ")]
+        if not lines:
+            pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "
+                        f"(rc {r.returncode}):\n{r.stderr[-4000:]}")
+        return json.loads(lines[-1][len("DSV4-CHECK "):])
+
     def get(name: str, patched: bool = True) -> dict:
         key = (name, patched)
         if key not in cache:
-            r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs,
-                            extra_env={"DSV4_TREE_VLLM": str(patched_tree)})
-            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK ")]
-            if not lines:
-                pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "
-                            f"(rc {r.returncode}):\n{r.stderr[-4000:]}")
-            cache[key] = json.loads(lines[-1][len("DSV4-CHECK "):])
+            memo_key = _memo_key(venvs[patched], venvs[True], script(name), check_dirs,
+                                 {"DSV4_TREE_VLLM": str(patched_tree)})
+            what = f"{name} {'patched' if patched else 'pristine'} in {venvs[patched].parent.name}"
+            cache[key] = _memoized(memo_key, what, lambda: run(name, patched))
         return cache[key]
 
     return get
