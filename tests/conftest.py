@@ -62,28 +62,34 @@ def pytest_cmdline_main(config):
         config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
 
 
+RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"  # a folder for this test run, shared by its workers and child runs
 _MEMO_ENV = "DSV4_CHECK_MEMO"  # see tests/regress/vllm/_vllm_venvs.py, "one computation per run"
 
 
 def pytest_configure(config):
-    """The run's check memo: made by the outermost pytest (before xdist starts its workers, which
-    inherit it, as do the pytest runs `regress`, `bump` and `pin` start), removed when it ends."""
-    if hasattr(config, "workerinput") or os.environ.get(_MEMO_ENV):
+    """The run's folder (and in it the check memo): made by the outermost pytest before xdist starts
+    its workers, which inherit it, as do the pytest runs `regress`, `bump` and `pin` start; removed
+    when that pytest ends. Nothing in it outlives the run."""
+    if hasattr(config, "workerinput") or os.environ.get(RUN_DIR_ENV):
         return
     import tempfile
 
-    config._dsv4_memo = tempfile.mkdtemp(prefix="dsv4-check-memo-")
-    os.environ[_MEMO_ENV] = config._dsv4_memo
+    config._dsv4_run_dir = tempfile.mkdtemp(prefix="dsv4-test-run-")
+    os.environ[RUN_DIR_ENV] = config._dsv4_run_dir
+    if not os.environ.get(_MEMO_ENV):
+        os.makedirs(os.path.join(config._dsv4_run_dir, "checks"))
+        os.environ[_MEMO_ENV] = os.path.join(config._dsv4_run_dir, "checks")
 
 
 def pytest_unconfigure(config):
-    memo = getattr(config, "_dsv4_memo", None)
-    if memo:
+    run_dir = getattr(config, "_dsv4_run_dir", None)
+    if run_dir:
         import shutil
 
-        shutil.rmtree(memo, ignore_errors=True)
-        if os.environ.get(_MEMO_ENV) == memo:
-            del os.environ[_MEMO_ENV]
+        shutil.rmtree(run_dir, ignore_errors=True)
+        for name in (RUN_DIR_ENV, _MEMO_ENV):
+            if os.environ.get(name, "").startswith(run_dir):
+                del os.environ[name]
 
 
 def pytest_collection_modifyitems(session, config, items):

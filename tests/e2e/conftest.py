@@ -4,8 +4,9 @@ real single-node Slurm started by ci/slurm-up.sh (skipped with its reason where 
 from __future__ import annotations
 
 import os
-
+import pickle
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -40,12 +41,53 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # every worker collects everything: the worker that runs them starts it (slurm_runs)
-    if any(BACKGROUND_FIXTURE in getattr(i, "fixturenames", ()) for i in session.items):
-        from slurm_background import start_in_background
+    if not any(BACKGROUND_FIXTURE in getattr(i, "fixturenames", ()) for i in session.items):
+        return
+    from slurm_background import start_in_background
 
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         session.config.stash[SLURM_RUNS_KEY] = start_in_background()
+        return
+    # Under xdist every worker collects everything and any one of them may get this file. The first
+    # worker to claim the run folder's marker submits the jobs in its own background thread and
+    # leaves the judged runs there for whichever worker runs the tests; the others only read them.
+    # (Without the run folder, the fixture starts it lazily in the worker that needs it.)
+    run_dir = os.environ.get("DSV4_TEST_RUN_DIR")
+    if not run_dir:
+        return
+    try:
+        os.close(os.open(os.path.join(run_dir, "slurm.owner"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    future = start_in_background()
+    future.add_done_callback(lambda f: _publish(Path(run_dir) / "slurm-runs.pickle", f))
+    session.config.stash[SLURM_RUNS_KEY] = future
+
+
+def _publish(path: Path, future) -> None:
+    try:
+        value = future.result()
+    except BaseException as e:  # noqa: BLE001 - the reader fails the tests with it
+        value = (None, f"error: the background Slurm submission raised {type(e).__name__}: {e}")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps(value))
+    os.replace(tmp, path)
+
+
+def _published(run_dir: str, limit_s: float = 900) -> tuple[dict | None, str]:
+    path = Path(run_dir) / "slurm-runs.pickle"
+    deadline = time.monotonic() + limit_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return None, f"error: no worker published the Slurm runs in {limit_s:.0f} s ({path})"
+        time.sleep(1)
+    return pickle.loads(path.read_bytes())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    future = session.config.stash.get(SLURM_RUNS_KEY, None)
+    if future is not None and os.environ.get("PYTEST_XDIST_WORKER"):
+        future.exception(timeout=900)  # the owner stays until its runs are published for the others
 
 
 SLURM_RUNS_KEY = pytest.StashKey[object]()
@@ -55,11 +97,17 @@ SLURM_RUNS_KEY = pytest.StashKey[object]()
 def slurm_runs(request):
     """The judged runs of every scenario (slurm_background.SCENARIOS), submitted at collection."""
     future = request.config.stash.get(SLURM_RUNS_KEY, None)
-    if future is None:  # collected without the hook (e.g. a plugin reordered items): run it now
+    run_dir = os.environ.get("DSV4_TEST_RUN_DIR")
+    if future is not None:
+        runs, why = future.result()
+    elif run_dir and os.environ.get("PYTEST_XDIST_WORKER") and Path(run_dir, "slurm.owner").exists():
+        runs, why = _published(run_dir)  # another worker submitted them
+    else:  # collected without the hook (e.g. a plugin reordered items): run it now
         from slurm_background import start_in_background
 
-        future = start_in_background()
-    runs, why = future.result()
+        runs, why = start_in_background().result()
     if runs is None:
+        if why.startswith("error: "):
+            pytest.fail(why[len("error: "):])
         pytest.skip(why)
     return runs
