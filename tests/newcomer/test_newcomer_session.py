@@ -101,12 +101,29 @@ def _resolve_markers(path: Path) -> None:
     path.write_text("".join(out))
 
 
-def test_readme_commands_and_realistic_session(tmp_path):
+def _shared_release_install(dsv4_tree) -> None:
+    """The v0.27.1 release install in the shared venv cache, built (or waited for, under its lock)
+    when missing: on an empty cache the regression tests on the other worker build the same one, and
+    two 5.4 GB installs side by side would double the longest step of a cold run."""
+    sys.path.insert(0, str(ROOT / "tests" / "regress" / "vllm"))
+    from _vllm_venvs import release_base, release_version
+
+    from dsv4_patch.build import venv_python
+
+    if venv_python(SHARED_VENVS / "vllm-0.27.1" / "base").exists():
+        return
+    pin = dsv4_tree("vllm", patched=False)
+    if release_version(pin) == "0.27.1":
+        release_base(pin, "0.27.1")
+
+
+def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     clone = tmp_path / "dsv4-patch"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     venvs = tmp_path / "venvs"
+    _shared_release_install(dsv4_tree)
     _seed(venvs)
     s = Session(clone, venvs, tmp_path)
 
