@@ -11,7 +11,9 @@ its compiled rust extensions, plus the stack's patches; `patched=False`: the pin
 - `flash_attn` and `torchvision` stubbed (see _o_fp8_qdq_probe.py).
 
 Each probe runs in its own interpreter (the switches are read when deepseek_v4 is imported), with
-the tree's python/ first on PYTHONPATH and byte-code kept out of the tree (PYTHONPYCACHEPREFIX).
+the tree's python/ first on PYTHONPATH and byte-code kept out of the tree (PYTHONPYCACHEPREFIX):
+a child of a fork server that has imported torch, transformers and sympy once (sglang_interpreter,
+tests/_forkserver.py), or a fresh interpreter with DSV4_SGLANG_FORKSERVER=0.
 """
 
 from __future__ import annotations
@@ -71,11 +73,11 @@ def sglang_cpu_deps() -> Path:
     return target
 
 
-def probe_env(tree: Path, deps: Path, switches: dict[str, str]) -> dict[str, str]:
+def probe_env(tree: Path | None, deps: Path, switches: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SGLANG_", "TRITON_")) and k != "PYTHONPATH"}
     env.update({
-        "PYTHONPATH": os.pathsep.join([str(tree / "python"), str(deps)]),
+        "PYTHONPATH": os.pathsep.join([*([str(tree / "python")] if tree else []), str(deps)]),
         "PYTHONPYCACHEPREFIX": str(_cache_root() / "pycache"),
         "CUDA_VISIBLE_DEVICES": "",
         "PYTHONWARNINGS": "ignore",
@@ -84,8 +86,64 @@ def probe_env(tree: Path, deps: Path, switches: dict[str, str]) -> dict[str, str
     return env
 
 
+# Imported once by the fork server: about half of each probe's interpreter start, and none of them
+# reads an SGLANG_ switch, the probe seed or the tree (they come from the test venv and the deps).
+PRELOAD = ("torch", "torch._dynamo", "torch.distributed.tensor", "numpy", "sympy", "triton",
+           "transformers", "transformers.activations")
+FORKSERVER_ENV = "DSV4_SGLANG_FORKSERVER"  # 0: a plain interpreter for every probe
+_servers: list = []
+
+
+class _Plain:
+    """The same calls as the fork server's, with a fresh interpreter each."""
+
+    def spawn(self, argv, env, cwd, stdout, stderr):
+        out = open(stdout, "w")
+        err = subprocess.STDOUT if stderr == stdout else open(stderr, "w")
+        proc = subprocess.Popen([sys.executable, *map(str, argv)], env=env, cwd=cwd, stdout=out, stderr=err)
+        out.close()
+        if err is not subprocess.STDOUT:
+            err.close()
+        return proc
+
+    def wait(self, proc, timeout=None):
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+
+    def run(self, argv, env, cwd, log_dir, timeout=None):
+        return subprocess.run([sys.executable, *map(str, argv)], env=env, cwd=cwd, capture_output=True,
+                              text=True, timeout=timeout)
+
+
 @pytest.fixture(scope="session")
-def sglang_probe(dsv4_tree, sglang_cpu_deps, tmp_path_factory):
+def sglang_interpreter(sglang_cpu_deps):
+    """What runs the probes and SGLang's unit tests: the fork server of tests/_forkserver.py (its
+    PRELOAD imported once), or a fresh interpreter per run where it cannot start or
+    DSV4_SGLANG_FORKSERVER=0. Closed after the last test of this folder (pytest_runtest_teardown)."""
+    if os.environ.get(FORKSERVER_ENV, "1") != "0":
+        from _forkserver import ForkServer
+
+        server = ForkServer(sys.executable, probe_env(None, sglang_cpu_deps, {}), PRELOAD)
+        if server.ok:
+            _servers.append(server)
+            yield server
+            server.close()
+            return
+    yield _Plain()
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if _servers and (nextitem is None or HERE not in Path(nextitem.path).parents):
+        while _servers:  # ~0.5 GB resident: not kept while the worker runs other folders' tests
+            _servers.pop().close()
+
+
+@pytest.fixture(scope="session")
+def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factory):
     """probe(patched, block, emulate) -> dict of arrays from _o_fp8_qdq_probe.py. The first call
     starts every configuration the tests use at once (they are CPU-bound imports; two at a time)."""
     configs = [(True, 32, False), (True, 32, True), (True, 0, False), (False, 32, False)]
@@ -100,19 +158,16 @@ def sglang_probe(dsv4_tree, sglang_cpu_deps, tmp_path_factory):
         switches = {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": str(block),
                     "SGLANG_DSV4_O_FP8_QDQ_EMULATE": "1" if emulate else "0",
                     "PROBE_SEED": "1017"}  # fixed: every run checks the same o
-        log = open(out.with_suffix(".log"), "w")
-        proc = subprocess.Popen([sys.executable, str(PROBE), str(out)],
-                                env=probe_env(tree, sglang_cpu_deps, switches),
-                                stdout=log, stderr=subprocess.STDOUT)
-        started[cfg] = (proc, out, log)
+        log = out.with_suffix(".log")
+        proc = sglang_interpreter.spawn([PROBE, out], probe_env(tree, sglang_cpu_deps, switches), os.getcwd(), log, log)
+        started[cfg] = (proc, out)
 
     def finish(cfg):
-        proc, out, log = started.pop(cfg)
-        proc.wait(timeout=900)
-        log.close()
-        if proc.returncode != 0:
+        proc, out = started.pop(cfg)
+        rc = sglang_interpreter.wait(proc, timeout=900)
+        if rc != 0:
             text = out.with_suffix(".log").read_text()[-4000:]
-            pytest.fail(f"probe {cfg} failed (rc {proc.returncode}):\n{text}")
+            pytest.fail(f"probe {cfg} failed (rc {rc}):\n{text}")
         results[cfg] = dict(np.load(out))
 
     def top_up():
@@ -133,13 +188,15 @@ def sglang_probe(dsv4_tree, sglang_cpu_deps, tmp_path_factory):
         return results[cfg]
 
     yield get
-    for proc, _, log in started.values():
-        proc.kill()
-        log.close()
+    for proc, _ in started.values():
+        try:
+            sglang_interpreter.wait(proc, timeout=0.1)
+        except subprocess.TimeoutExpired:
+            pass  # killed by wait
 
 
 @pytest.fixture(scope="session")
-def run_sglang_unit_test(sglang_cpu_deps):
+def run_sglang_unit_test(sglang_cpu_deps, sglang_interpreter, tmp_path_factory):
     """run(test_file, tree) -> CompletedProcess: SGLang's way of running one registered unit test,
     `python3 <file>` (unittest), with `tree`'s python/ and the CPU import dependencies on the path
     and no GPU visible. The file may come from another tree (to run the patch's test on the pin)."""
@@ -149,14 +206,14 @@ def run_sglang_unit_test(sglang_cpu_deps):
         # sglang.test.test_utils reads CUDA_VISIBLE_DEVICES[0] at import: an empty value breaks it
         # (this machine has no GPU anyway)
         env.pop("CUDA_VISIBLE_DEVICES")
-        return subprocess.run([sys.executable, str(RUN_IN_TREE_TEST), str(test_file), "-v"],
-                              cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+        return sglang_interpreter.run([RUN_IN_TREE_TEST, test_file, "-v"], env, tree,
+                                      tmp_path_factory.mktemp("sglang_unit_test"), timeout=900)
 
     return run
 
 
 @pytest.fixture(scope="session")
-def sglang_init_probe(dsv4_tree, sglang_cpu_deps, tmp_path_factory):
+def sglang_init_probe(dsv4_tree, sglang_cpu_deps, sglang_interpreter, tmp_path_factory):
     """probe(patched) -> dict from _o_fp8_qdq_init_probe.py (the layer-init checks of the switch),
     the tree imported with SGLANG_DSV4_O_FP8_QDQ_BLOCK=-32 (a bad value must not fail the import)."""
     import json
@@ -167,10 +224,9 @@ def sglang_init_probe(dsv4_tree, sglang_cpu_deps, tmp_path_factory):
         if patched not in cache:
             tree = dsv4_tree("sglang", patched=patched)
             out = tmp_path_factory.mktemp("sglang_init_probe") / "init.json"
-            p = subprocess.run([sys.executable, str(INIT_PROBE), str(out)],
-                               env=probe_env(tree, sglang_cpu_deps,
-                                             {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": "-32"}),
-                               capture_output=True, text=True, timeout=900)
+            p = sglang_interpreter.run([INIT_PROBE, out],
+                                       probe_env(tree, sglang_cpu_deps, {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": "-32"}),
+                                       os.getcwd(), out.parent, timeout=900)
             if p.returncode != 0:
                 pytest.fail(f"init probe (patched={patched}) failed (rc {p.returncode}):\n"
                             f"{(p.stdout + p.stderr)[-4000:]}")

@@ -1,0 +1,145 @@
+"""A fork server for test probes that each need a fresh interpreter but share heavy imports.
+
+SGLang's probes each import SGLang anew (its switches are read when deepseek_v4 is imported): ~20 s
+an interpreter, about half of it torch, transformers and sympy, which read none of those switches.
+The server imports such modules once, then forks one child per run; the child takes the run's
+environment, argv, working directory and sys.path as `python SCRIPT ARGS` would set them, and runs
+the script as __main__ (runpy), its stdout and stderr going to files. For code that does not depend
+on which third-party modules are already imported, that is the same run as a fresh interpreter;
+the server refuses to start (and `run`/`spawn` fall back to a plain interpreter) when its imports
+left a thread running, since a fork copies only the thread that calls it.
+
+Protocol (one JSON line each way): {"run": {...}} -> {"pid": N}; {"wait": N} -> {"rc": R} (R as
+subprocess reports it: negative for a signal). The server answers one request at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+_SERVER = r'''
+import json, os, sys, threading
+preload = json.loads(sys.argv[1])
+for name in preload:
+    try:
+        __import__(name)
+    except Exception:  # noqa: BLE001 - the child imports it itself, as a fresh interpreter would
+        pass
+base_path = [p for p in sys.path if p != ""]
+base_pp = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+answer = os.fdopen(os.dup(1), "w")
+print(json.dumps({"ready": threading.active_count()}), file=answer, flush=True)
+if threading.active_count() != 1:
+    sys.exit(0)
+for line in sys.stdin:
+    req = json.loads(line)
+    if "wait" in req:
+        _, status = os.waitpid(req["wait"], 0)
+        rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        print(json.dumps({"rc": rc}), file=answer, flush=True)
+        continue
+    run = req["run"]
+    pid = os.fork()
+    if pid:
+        print(json.dumps({"pid": pid}), file=answer, flush=True)
+        continue
+    # the child: become `python SCRIPT ARGS` with the run's environment
+    answer.close()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for fd, path in ((1, run["stdout"]), (2, run["stderr"])):
+        if fd == 2 and path == run["stdout"]:  # one log for both, as stderr=subprocess.STDOUT
+            os.dup2(1, 2)
+            continue
+        f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(f, fd)
+        os.close(f)
+    os.chdir(run["cwd"])
+    os.environ.clear()
+    os.environ.update(run["env"])
+    script = os.path.abspath(run["argv"][0])
+    pp = [p for p in run["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [os.path.dirname(script), *pp, *(p for p in base_path if p not in base_pp)]
+    sys.argv = [script, *run["argv"][1:]]
+    import runpy, traceback
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - what a fresh interpreter prints and exits 1 with
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    raise SystemExit(code)  # out of the loop: the interpreter shuts down as after a script
+'''
+
+
+class ForkServer:
+    """`spawn(argv, env, cwd, stdout, stderr) -> pid`, `wait(pid, timeout) -> rc`, `run(...)`:
+    subprocess.run's answer. `ok` is False when the server could not start (then `run` and `spawn`
+    are not to be used: the caller runs a plain interpreter)."""
+
+    def __init__(self, python: str, env: dict[str, str], preload: tuple[str, ...]):
+        self._proc = subprocess.Popen([python, "-c", _SERVER, json.dumps(list(preload))], env=env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.ok, self._runs = False, itertools.count(1)
+        reply = self._read(timeout=600)
+        self.ok = bool(reply) and reply.get("ready") == 1
+        if not self.ok:
+            self.close()
+
+    def _read(self, timeout: float | None) -> dict | None:
+        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = self._proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    def _ask(self, req: dict, timeout: float | None = 60) -> dict:
+        self._proc.stdin.write(json.dumps(req) + "\n")
+        self._proc.stdin.flush()
+        reply = self._read(timeout)
+        if reply is None:
+            raise RuntimeError(f"fork server gave no answer to {req}")
+        return reply
+
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: Path | str, stdout: Path, stderr: Path) -> int:
+        return self._ask({"run": {"argv": [str(a) for a in argv], "env": env, "cwd": str(cwd),
+                                  "stdout": str(stdout), "stderr": str(stderr)}})["pid"]
+
+    def wait(self, pid: int, timeout: float | None = None) -> int:
+        self._proc.stdin.write(json.dumps({"wait": pid}) + "\n")
+        self._proc.stdin.flush()
+        reply = self._read(timeout)
+        if reply is None:  # ran past its time: kill it, then collect it
+            os.kill(pid, signal.SIGKILL)
+            reply = self._read(60)
+            raise subprocess.TimeoutExpired(str(pid), timeout or 0)
+        return reply["rc"]
+
+    def run(self, argv: list[str], env: dict[str, str], cwd: Path | str, log_dir: Path,
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+        n = next(self._runs)
+        out, err = log_dir / f"run-{n}.out", log_dir / f"run-{n}.err"
+        rc = self.wait(self.spawn(argv, env, cwd, out, err), timeout)
+        return subprocess.CompletedProcess(argv, rc, out.read_text(errors="replace"), err.read_text(errors="replace"))
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
