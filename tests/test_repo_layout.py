@@ -37,3 +37,31 @@ def test_git_runs_only_through_gitcmd():
     offenders = [p for p in tracked("dsv4_patch/**.py", "dsv4_patch/*.py", "tools/*.py")
                  if p != "dsv4_patch/gitcmd.py" and launch.search((ROOT / p).read_text())]
     assert offenders == []
+
+
+def test_no_citations_of_documents_outside_the_repository():
+    # Docs and code never cite a document the project does not contain (the spec, the field reports
+    # and their section numbers): they say what was learned, or point to docs/background.md.
+    # Patch files are excluded (format-patch output, checked byte for byte). No pattern below
+    # matches its own source text, so this file needs no exception.
+    import re
+
+    outside = re.compile("|".join([
+        r"\bSPEC\s*(?:§|section|\.md)",   # the spec, by section number or by file name
+        r"\bseed(?:'s)?\s+(?:report|§)",  # a field report, by name or by section number
+        r"\breport\s+§",
+        r"§\s*\d",                        # a bare section number: no doc here numbers its sections
+        r"shared/seeds?/|\.\./shared/",   # the folder outside the repository that holds them
+        r"\w-(?:report|notes|pr)\.txt\b", # the field reports' file names
+    ]), re.IGNORECASE)
+    offenders = []
+    for p in tracked():
+        if p.startswith("patches/"):
+            continue
+        try:
+            text = (ROOT / p).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue  # binary files, and files deleted but not yet staged
+        offenders += [f"{p}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1)
+                      if outside.search(line)]
+    assert offenders == [], "\n".join(offenders)

@@ -94,7 +94,7 @@ def e2e(
 def render_matrix(root: Path, stacks: list[str] | None = None, as_json: bool = False) -> str:
     """The verification matrix as text (or JSON) for `dsv4-patch status --matrix`.
 
-    One row per patch (series order), one column per SPEC §4 level; a cell lists the hardware on which
+    One row per patch (series order), one column per verification level; a cell lists the hardware on which
     the newest result passed, `!hw` where it failed, `~hw` where it was recorded for an older version of
     the patch file, and `-` where nothing was recorded.
     """

@@ -2,7 +2,7 @@
 
 Modules (none prints or knows about Typer):
     verdict    token-level rules and the Verdict enum (COHERENT / DEGRADED / ERROR / CRASHED)
-    logscan    raw-log reading: device faults, tracebacks, noise, the first blocker (seed §11)
+    logscan    raw-log reading: device faults, tracebacks, noise, the first blocker
     judge      one run judged from the result file, exit code, scheduler state and log together
     protocol   request/result files and exit codes shared with the worker
     worker     `python -m dsv4_patch.e2e.worker`: the script that runs inside the job

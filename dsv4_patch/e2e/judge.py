@@ -1,4 +1,4 @@
-"""Judge one run from three independent signals (seed §8.6, §11.3, §12.4).
+"""Judge one run from three independent signals (docs/background.md, "Judging a run").
 
 1. the worker's result file: stages, token ids, per-token texts, finish reasons, text;
 2. the Python exit code (the job script saves it: PY_EXIT) and, under Slurm, the scheduler's own job
@@ -104,7 +104,7 @@ def judge_run(
         elif sched.state not in OK_STATES:
             errors.append(f"scheduler: job {sched.job_id} {sched.state} (exit {sched.exit_text})")
         if sched.state in OK_STATES and outcome.exit_code not in (0, None):
-            errors.append(f"scheduler says COMPLETED but Python exited {outcome.exit_code} (seed §8.6)")
+            errors.append(f"scheduler says COMPLETED but Python exited {outcome.exit_code}")
         if sched.exit_code is not None and outcome.exit_code is not None and sched.exit_code != outcome.exit_code:
             errors.append(f"scheduler exit code {sched.exit_code} differs from the saved PY_EXIT {outcome.exit_code}")
     if outcome.exit_code is None and not crashed:
@@ -134,7 +134,7 @@ def judge_run(
             errors.append("generation finished without any output to judge")
     if outcome.exit_code not in (0, None) and not failed and not crashed:
         if outcome.exit_code == WORKER_DEGRADED and degraded:
-            pass  # the worker agreed with us: degraded output, exit 2 (seed §6.1)
+            pass  # the worker agreed with us: degraded output, exit 2
         elif outcome.exit_code == WORKER_DEGRADED:
             errors.append("the worker exited 2 (degraded) but its recorded tokens pass every check")
         else:

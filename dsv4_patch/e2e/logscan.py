@@ -1,15 +1,16 @@
-"""Read a raw engine log the way the seed learned to (report §11): find the first blocker.
+"""Read a raw engine log the way the gfx936 bring-up learned to: find the first blocker.
 
 A run's log mixes the main process, engine-core and worker processes (each line prefixed with
 `(VllmWorker rank=0 pid=...)`, `[rank0]:` ...), background threads, and shutdown. Two messages appear
-in runs that succeed as well as in runs that fail, so they never are the cause (§11.1, §11.2):
+in runs that succeed as well as in runs that fail, so they never are the cause
+(docs/background.md, "Reading a raw log"):
 
 - `Exception in thread Thread-1 (_report_usage_worker)` + `json.decoder.JSONDecodeError`: the usage
   report thread;
 - `AssertionError: libcudart is not loaded in the current process, try setting VLLM_CUDART_SO_PATH`:
   vLLM's shutdown path on ROCm.
 
-Rules for the first blocker (§11.3): the earliest workload traceback or device fault, on the main
+Rules for the first blocker: the earliest workload traceback or device fault, on the main
 execution path (not a background thread, not shutdown noise, not after the results were printed).
 Device faults (VMFault, device-side assertions) are never noise.
 """
@@ -29,7 +30,7 @@ TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\):")
 THREAD_RE = re.compile(r"Exception in thread (?P<name>.+?):?\s*$")
 IGNORED_RE = re.compile(r"^Exception ignored in")
 EXC_LINE_RE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|[A-Za-z_][\w.]*\.[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
-# A diagnostic print of the kind the seed used (§6.11): `logits_finite = False`, `nope_finite = False`.
+# A diagnostic print of the kind the bring-up used: `logits_finite = False`, `nope_finite = False`.
 FINITE_RE = re.compile(r"\b(?P<name>\w+_finite)\s*[=:]\s*False\b")
 
 DEVICE_FAULT_PATTERNS = [
@@ -44,11 +45,11 @@ DEVICE_FAULT_PATTERNS = [
 ]
 
 NOISE_RULES = [
-    # (predicate over the event text, why it is noise) -- seed report §11.1, §11.2
+    # (predicate over the event text, why it is noise)
     (lambda thread, text: "_report_usage_worker" in (thread or "") or "usage_lib" in text,
-     "usage-report background thread (seed §11.1): appears in successful runs too"),
+     "usage-report background thread: appears in successful runs too"),
     (lambda thread, text: "libcudart is not loaded in the current process" in text,
-     "ROCm shutdown path looking for libcudart (seed §11.2): appears after results, not a cause"),
+     "ROCm shutdown path looking for libcudart: appears after results, not a cause"),
 ]
 
 
@@ -98,7 +99,7 @@ class LogScan:
         return [e for e in self.events if e.noise]
 
     def first_blocker(self) -> LogEvent | None:
-        """§11.3: earliest cause on the main path; shutdown-time causes only when nothing else exists."""
+        """The earliest cause on the main path; shutdown-time causes only when nothing else exists."""
         causes = [e for e in self.events if e.kind in ("traceback", "device_fault") and not e.noise]
         main_path = [e for e in causes if not e.after_results and not _is_background(e)]
         for group in (main_path, [e for e in causes if not e.after_results], causes):

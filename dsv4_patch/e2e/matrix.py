@@ -1,4 +1,4 @@
-"""The verification matrix: for each patch of each stack, which SPEC §4 levels passed, on which hardware.
+"""The verification matrix: for each patch of each stack, which verification levels passed, on which hardware.
 
 Built only from the result files committed with the stack (record.py). A level nobody recorded is
 absent, a result recorded for an earlier version of a patch file is `stale`, and the newest result

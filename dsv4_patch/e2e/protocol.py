@@ -5,7 +5,7 @@ The harness writes `request.json`, starts the worker (locally or inside a Slurm 
 dependencies (it runs inside the engine's environment on the cluster), so this module uses only the
 standard library.
 
-Worker exit codes (the seed's probe used 2 for "ran, but the output is degraded", §6.1):
+Worker exit codes (as the gfx936 bring-up's probe did, 2 means "ran, but the output is degraded"):
     0  every stage ran and the worker's own verdict is COHERENT
     1  a stage failed (an exception; the stage and traceback are in result.json)
     2  generation finished but the worker judged the output DEGRADED
@@ -23,7 +23,7 @@ from pathlib import Path
 REQUEST_SCHEMA = "dsv4-e2e-request/1"
 RESULT_SCHEMA = "dsv4-e2e-worker-result/1"
 
-# Stage names, in order; printed as `### STAGE: <name>` (the seed's probe format, §5).
+# Stage names, in order; printed as `### STAGE: <name>` (the gfx936 bring-up's probe format).
 STAGES = ("env", "config", "import", "engine_init", "generate")
 DONE_MARKER = "### STAGE: done"
 
@@ -33,7 +33,7 @@ WORKER_DEGRADED = 2
 WORKER_BAD_REQUEST = 3
 
 DEFAULT_MAX_TOKENS = 32
-MIN_MAX_TOKENS = 2  # the first token comes from prefill; decoding starts at the second (§8.5)
+MIN_MAX_TOKENS = 2  # the first token comes from prefill; decoding starts at the second
 
 
 @dataclass

@@ -7,7 +7,7 @@ named with the sha256 of its file at the time: a result says nothing about a pat
     {
       "schema": "dsv4-patch-result/1",
       "stack": "vllm",
-      "level": "hardware",              # apply | unit | integration | compile | gpu | hardware (SPEC §4)
+      "level": "hardware",              # apply | unit | integration | compile | gpu | hardware
       "hardware": "gfx936",             # gfx936, B200, H200, cpu ...
       "status": "passed",               # passed | failed
       "date": "2026-12-01T10:00:00+00:00",

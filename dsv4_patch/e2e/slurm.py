@@ -1,6 +1,6 @@
 """Slurm launcher: sbatch script from a small TOML config, submit, follow, read the scheduler's state.
 
-The job script saves the Python exit code itself (the seed's PY_EXIT pattern, §5):
+The job script saves the Python exit code itself (the gfx936 bring-up's PY_EXIT pattern):
 
     python -m dsv4_patch.e2e.worker ... > "$RAW" 2>&1
     rc=$?
@@ -116,7 +116,7 @@ def render_script(spec: JobSpec, cfg: SlurmConfig, pythonpath: Path | None = Non
             opts.append(f"--{flag}={value}")
     lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in opts] + [f"#SBATCH {o}" for o in cfg.extra_sbatch]
     lines += ["", "# Written by dsv4-patch e2e. The Python exit code is saved separately from the",
-              "# scheduler's state on purpose: a COMPLETED job can still hide a failed run (seed §8.6).", "set -u"]
+              "# scheduler's state on purpose: a COMPLETED job can still hide a failed run.", "set -u"]
     if cfg.module_purge:
         lines.append("module purge")
     lines += [f"module load {shlex.quote(m)}" for m in cfg.modules]

@@ -1,9 +1,10 @@
-"""Declarative suites: one small TOML file each under `e2e/suites/` (seed report §15.1).
+"""Declarative suites: one small TOML file each under `e2e/suites/`, one per item of the
+hardware regression list (docs/background.md).
 
     name = "chat32"
     description = "..."
-    seed = "§15.1 (1)"
-    max_tokens = 32            # >= 2 always: the first token comes from prefill (§8.5)
+    seed = "regression list 1"
+    max_tokens = 32            # >= 2 always: the first token comes from prefill
     batch = "sequential"       # or "together": all requests in one generate call (concurrency)
     repeat = 1                 # run the requests this many times in one engine (rare NaNs)
     check_finite = false       # ask for sampled-token logprobs and require them finite
@@ -80,7 +81,7 @@ class Suite:
         n = self.max_tokens if max_tokens is None else max_tokens
         if n < MIN_MAX_TOKENS:
             raise UsageError(f"max_tokens {n} < {MIN_MAX_TOKENS}: the first token comes from prefill, "
-                             "so one token never exercises decode (seed §8.5)")
+                             "so one token never exercises decode")
         out = []
         for v in self.variants:
             args = for_engine(self.engine_args, engine)
@@ -139,7 +140,7 @@ def parse_suite(text: str, path: Path) -> Suite:
         raise ConfigError(f"{path}: batch must be 'sequential' or 'together'")
     max_tokens = int(d.get("max_tokens", DEFAULT_MAX_TOKENS))
     if max_tokens < MIN_MAX_TOKENS:
-        raise ConfigError(f"{path}: max_tokens {max_tokens} < {MIN_MAX_TOKENS} never exercises decode (seed §8.5)")
+        raise ConfigError(f"{path}: max_tokens {max_tokens} < {MIN_MAX_TOKENS} never exercises decode")
     variants = [Variant(v["name"], dict(v.get("engine_args", {}))) for v in d.get("variants", [])] or [Variant("default")]
     compare = d.get("compare")
     if compare is not None and len(variants) < 2:

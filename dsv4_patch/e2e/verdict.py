@@ -1,6 +1,6 @@
 """Verdicts for generated tokens and for a whole run.
 
-The rules come from the gfx936 bring-up (seed report §2.2, §6.5, §8.5, §8.6, §12.4): a probe that only
+The rules come from the gfx936 bring-up (docs/background.md, "Judging a run"): a probe that only
 asked "is the text non-empty and not conspicuously repetitive" called J08's `[32, 0, 0, ...]` (one '>'
 then BOS forever) COHERENT. So a generation is judged on its token ids, its per-token decoded text, its
 finish reason and its text together, and a run is judged on the generation, the process exit code, the

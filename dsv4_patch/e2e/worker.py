@@ -1,7 +1,8 @@
 """The worker that runs inside the job: `python -m dsv4_patch.e2e.worker --request R --result X`.
 
-It answers the seed's five questions one at a time (report §5), printing `### STAGE: <name>` before
-each and rewriting result.json after each, so a crash still leaves the stages that passed on disk:
+It answers the gfx936 bring-up probe's five questions one at a time, printing `### STAGE: <name>`
+before each and rewriting result.json after each, so a crash still leaves the stages that passed on
+disk:
 
     env          python, torch, devices (enough for --tp?), the DSV4_/VLLM_/SGLANG_ environment
     config       the model's config.json: architectures, quantization, integer fields for suites
@@ -10,7 +11,7 @@ each and rewriting result.json after each, so a crash still leaves the stages th
     generate     chat template, greedy, ignore_eos, >= 2 tokens; token ids, per-token text, finish
                  reason and text of every request, optional logprob finite check
 
-Then it prints the seed's markers (TOKEN_IDS, FINISH_REASON, TOKEN_DECODE, OUTPUT_REPR, DSV4_VERDICT)
+Then it prints the bring-up probe's markers (TOKEN_IDS, FINISH_REASON, TOKEN_DECODE, OUTPUT_REPR, DSV4_VERDICT)
 and exits 0 (COHERENT), 2 (DEGRADED), 1 (a stage failed) or 3 (unusable request): see protocol.py.
 Only the standard library is imported at module level; the engine is imported in its stage.
 """
@@ -205,7 +206,7 @@ class VllmAdapter:
         return result
 
     def shutdown(self) -> None:
-        pass  # vLLM tears down at interpreter exit; its ROCm shutdown noise is known (seed §11.2)
+        pass  # vLLM tears down at interpreter exit; its ROCm shutdown noise (libcudart) is known
 
 
 class SglangAdapter:
@@ -273,7 +274,7 @@ def _template_ids(tok, message: str, system: str | None) -> list[int]:
 
 def _decode_each(tok, ids: list[int]) -> list[str]:
     # One call per token, special tokens kept: BOS must be visible per token even when the final text
-    # drops it (seed §12.4: "should not just grep OUTPUT").
+    # drops it (the bring-up learned not to grep only the output text).
     return [tok.decode([t], skip_special_tokens=False) for t in ids]
 
 

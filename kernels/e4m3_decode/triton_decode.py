@@ -3,7 +3,7 @@
 Two decodes of an e4m3fn byte to float32:
 - e4m3_to_f32_manual: integer and float32 arithmetic only, so it lowers where the compiler has no
   FP8 conversion (DTK Triton on gfx936). It does not use exp2: an exp2-based decode was 54% slower
-  on an H200 (SPEC section 5).
+  on an H200 (docs/background.md, "Benchmark anchors").
 - e4m3_to_f32_hw: Triton's fp8 bitcast + convert (needs FP8 conversion support: sm_89+, gfx942+).
 Both return NaN for S.1111.111; the kernel keeps NaN (upstream's `where(k == k, k, 0)` hides a
 corrupt cache, which is the opposite of what a reference reader is for).

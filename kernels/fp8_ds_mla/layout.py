@@ -10,7 +10,7 @@ contiguous bytes per token. Each block is packed as
                    and 1 pad byte
 
 and block_base = block_index * block_stride, where the stride comes from the allocator and can be
-larger than block_size * 584 (the seed observed 1,002,240 bytes). Readers must keep that stride:
+larger than block_size * 584 (the gfx936 bring-up saw 1,002,240 bytes). Readers must keep that stride:
 `.contiguous()` on the logical view drops it, and `token[576:584]` reads the wrong bytes.
 """
 

@@ -165,7 +165,7 @@ def dequantize(cache: torch.Tensor, slots: torch.Tensor,
 
 def wrong_contiguous_reader(cache: torch.Tensor, slots: torch.Tensor,
                             block_size: int = L.DEFAULT_BLOCK_SIZE) -> torch.Tensor:
-    """The seed's first, wrong reader: DO NOT USE. Kept so a test can show the oracle catches it.
+    """The first gfx936 reader, which was wrong: DO NOT USE. Kept so a test can show the oracle catches it.
 
     It makes the logical view contiguous (dropping the allocator's block stride) and reads each
     token as 584 consecutive bytes with its scales at bytes 576..583 (they live at the block end)."""

@@ -6,7 +6,7 @@ Also reference forms of the pieces an NVFP4 GEMM on SM100 needs: four UE4M3 scal
 (byte i of word w is block 4w+i), the global-scale fold (UE4M3 * FP32 -> UE4M3, one rounding; kept to show
 why the global scale belongs in an FP32 epilogue multiply instead), and the scale_vec::4X TMEM
 coordinates of a scale factor. Written from the format and PTX-ISA definitions, not from
-DeepGEMM's code. Hard rule (seed): nothing here converts UE4M3 to UE8M0 or merges 16-blocks into 32-blocks.
+DeepGEMM's code. Hard rule (experts stay NVFP4): nothing here converts UE4M3 to UE8M0 or merges 16-blocks into 32.
 """
 
 from __future__ import annotations

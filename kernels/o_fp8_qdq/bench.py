@@ -1,4 +1,4 @@
-"""Benchmark of the o FP8 QDQ on a CUDA GPU (SPEC section 5 anchor: T=4096 x 32768 bf16).
+"""Benchmark of the o FP8 QDQ on a CUDA GPU (the T=4096 x 32768 bf16 anchor of docs/background.md).
 
     python -m kernels.o_fp8_qdq.bench [--json OUT.json] [--tokens 1,64,4096,16384] [--variants]
 

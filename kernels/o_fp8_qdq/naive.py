@@ -1,4 +1,4 @@
-"""Float64/numpy oracle of the o FP8 QDQ, written from SPEC section 3's arithmetic.
+"""Float64/numpy oracle of the o FP8 QDQ (the arithmetic is in docs/background.md).
 
 For each block of `block` values along each group's row of o [T, G, D]:
 
@@ -55,7 +55,7 @@ def f64_to_bf16_bits(x: np.ndarray) -> np.ndarray:
 
 
 def ceil_log2_f32_bits(r: np.ndarray) -> np.ndarray:
-    """ceil(log2(r)) for positive normal float32 r, read from the bits as SPEC section 3 states."""
+    """ceil(log2(r)) for positive normal float32 r, read from its float32 bits."""
     r = np.asarray(r, dtype=np.float32)
     bits = r.view(np.uint32)
     e = ((bits >> 23) & 0xFF).astype(np.int64) - 127

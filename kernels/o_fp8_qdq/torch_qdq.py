@@ -1,5 +1,5 @@
-"""Eager PyTorch o FP8 QDQ: the straightforward formulation of SPEC section 3 (what the benchmark
-calls "eager" and hands to torch.compile).
+"""Eager PyTorch o FP8 QDQ: the straightforward formulation of the arithmetic (docs/background.md;
+what the benchmark calls "eager" and hands to torch.compile).
 
 `o_fp8_qdq_torch(o, block, emulate)` returns a new tensor; `o_fp8_qdq_torch_` writes into `o`.
 emulate=False uses torch's float8_e4m3fn cast for the rounding (RNE; the clamp keeps it finite);

@@ -1,4 +1,4 @@
-"""Fixtures for the e2e harness tests (no GPU): seed test vectors, the fake engine test double, and a
+"""Fixtures for the e2e harness tests (no GPU): the bring-up's test vectors, the fake engine test double, and a
 real single-node Slurm started by ci/slurm-up.sh (skipped with its reason where it cannot start)."""
 
 from __future__ import annotations

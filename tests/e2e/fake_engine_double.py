@@ -3,15 +3,15 @@
 Runs the real worker (dsv4_patch.e2e.worker.run: stage markers, result.json, markers, exit codes)
 with a fake engine adapter whose behaviour is chosen by FAKE_ENGINE_SCENARIO:
 
-    coherent         the seed's J17 tokens (§1), exit 0
+    coherent         J17's tokens (the bring-up's acceptance run), exit 0
     j08-weak-probe   J08's tokens [32, 0, 0, ...]; the worker exits 2 but this script exits 0, as the
-                     seed's early probe did (§6.5): the harness must still say DEGRADED
+                     bring-up's early probe did: the harness must still say DEGRADED
     degraded         J11's tokens, the worker's own exit code (2)
-    python-fails     engine init raises (the seed's J12 assertion), exit 1
+    python-fails     engine init raises (J12's assertion), exit 1
     hang             engine init sleeps FAKE_ENGINE_SLEEP seconds (default 3600), for time limits
     segfault         kills itself with SIGSEGV during generation
     device-fault     prints a ROCm VMFault line during generation and aborts
-    noise-coherent   J17 tokens with the seed's two noise messages (§11.1, §11.2) in the log, exit 0
+    noise-coherent   J17 tokens with the two known noise messages in the log, exit 0
     nan              J17 tokens but a non-finite sampled-token logprob (check_finite)
     short-prompt     J17 tokens, but reports a prompt length other than the target
 
@@ -113,7 +113,7 @@ class FakeAdapter:
 
     def shutdown(self):
         if self.scenario == "noise-coherent":
-            # The ROCm shutdown assertion (§11.2), printed the way Python prints atexit failures.
+            # The ROCm shutdown assertion (libcudart), printed the way Python prints atexit failures.
             print("Exception ignored in atexit callback: <function shutdown at 0x7f>", file=sys.stderr)
             print("Traceback (most recent call last):\n  File \"cumem.py\", line 60, in find_loaded_library\n"
                   "    raise AssertionError(msg)\nAssertionError: libcudart is not loaded in the current process, "
@@ -123,14 +123,14 @@ class FakeAdapter:
 def _usage_report_noise():
     import json
 
-    json.loads("")  # JSONDecodeError in the usage-report thread (seed §11.1); threading prints it
+    json.loads("")  # JSONDecodeError in the usage-report thread; threading prints it
 
 
 def main() -> int:
     scenario = os.environ.get("FAKE_ENGINE_SCENARIO", "coherent")
     rc = worker.main(sys.argv[1:], adapter=FakeAdapter(scenario))
     if scenario == "j08-weak-probe":
-        return 0  # the seed's early probe: non-empty, not conspicuously repetitive -> exit 0
+        return 0  # the bring-up's early probe: non-empty, not conspicuously repetitive -> exit 0
     return rc
 
 

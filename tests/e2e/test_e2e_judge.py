@@ -1,4 +1,4 @@
-"""Run-level judgement from the three signals (seed §8.6): result file, exit code/scheduler, raw log."""
+"""Run-level judgement from the three signals: result file, exit code/scheduler, raw log."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The shipped suites (seed §15.1) parse, and the pieces they rely on behave."""
+"""The shipped suites (the hardware regression list of docs/background.md) parse, and the pieces they
+rely on behave."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_every_item_of_the_seed_list_has_a_suite_and_all_decode():
     suites = {s.name: s for s in list_suites(ROOT)}
     assert set(suites) == SEED_LIST
     for s in suites.values():
-        assert s.max_tokens >= 32 and s.seed.startswith("§15.1")
+        assert s.max_tokens >= 32 and s.seed.startswith("regression list ")
         assert all(r.max_tokens >= 2 for r in s.worker_requests("vllm", "/m", 8))
     assert len(suites["eight-prompts"].requests) == 8
     assert suites["concurrent2"].batch == "together" and len(suites["concurrent2"].requests) == 2

@@ -1,4 +1,4 @@
-"""Token-level verdicts against the seed's recorded outputs (fixtures/seed_vectors.toml)."""
+"""Token-level verdicts against the gfx936 bring-up's recorded outputs (fixtures/seed_vectors.toml)."""
 
 from __future__ import annotations
 

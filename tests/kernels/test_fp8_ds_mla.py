@@ -209,7 +209,7 @@ def test_extreme_scale_bytes_decode():
     assert out[2] == 448.0
     assert torch.isinf(out[3])  # 448 * 2^127 overflows float32
     assert torch.isnan(out[4])  # 0xFF is the UE8M0 NaN
-    assert out[5] == 448 * 2.0**-9 and out[6] == 448 * 2.0**-8  # the seed's J17 bytes
+    assert out[5] == 448 * 2.0**-9 and out[6] == 448 * 2.0**-8  # J17's scale bytes
 
 
 def test_block_view_refuses_layouts_it_cannot_address():

@@ -1,4 +1,4 @@
-"""o FP8 QDQ (SGLang patch, SPEC section 3): every implementation against the float64 oracle.
+"""o FP8 QDQ (SGLang patch; docs/background.md): every implementation against the float64 oracle.
 
 Implementations under test:
 - kernels/o_fp8_qdq/torch_qdq.py      eager torch, torch's e4m3 cast ("hw") and the fp32 emulation
@@ -143,7 +143,7 @@ def case(T: int, g: int = G, d: int = D) -> tuple[torch.Tensor, np.ndarray, int]
 
 
 def test_oracle_hand_values():
-    """Values worked out by hand from SPEC section 3."""
+    """Values worked out by hand from the arithmetic."""
     o = torch.zeros(1, 1, 64, dtype=torch.bfloat16)
     # Block 0: amax 1 -> r = fp32(1/448) = 2^-8.807.. -> s = 2^-8; 0.3 * 256 = 76.8 -> e4m3 80
     # (quantum 8 in [64, 128)) -> 80 / 256 = 0.3125; -1 stays -1; 0.01 * 256 = 2.56 -> 2.5.

@@ -76,7 +76,7 @@ def test_torch_edges_match_oracle():
 
 
 def test_alpha_inside_the_sigmoid_is_not_silu_of_scaled_gate():
-    # the convention the seed used, silu(alpha * gate) * up, is off by the factor alpha
+    # the convention the gfx936 fallback used, silu(alpha * gate) * up, is off by the factor alpha
     rng = np.random.default_rng(7)
     x = torch.from_numpy(rng.standard_normal((64, 256)) * 4).float()
     gate, up = split_gate_up(x)

@@ -1,4 +1,4 @@
-"""Fixtures for the SGLang regression tests (integration level, SPEC section 4).
+"""Fixtures for the SGLang regression tests (integration level).
 
 SGLang 0.5.23 cannot be pip-installed with its dependencies on a CPU machine (it pins torch 2.14.1
 CUDA builds, flashinfer, sgl-kernel, flash-attn-4, tilelang, ...). The tests therefore import the

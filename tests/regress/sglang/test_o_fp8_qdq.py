@@ -1,4 +1,4 @@
-"""Regression tests of patches/sglang/add-opt-in-o-fp8-qdq-before-wo-a.patch (SPEC section 3).
+"""Regression tests of patches/sglang/add-opt-in-o-fp8-qdq-before-wo-a.patch.
 
 What runs (integration level, CPU): the real `MQALayer.forward` (deepseek_v4.py) and
 `DSparkAttention.forward` (deepseek_v4_dspark.py) of the patched tree, with the tree's environ.py

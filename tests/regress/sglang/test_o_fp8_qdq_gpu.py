@@ -1,4 +1,4 @@
-"""The SGLang o FP8 QDQ patch on a CUDA GPU (level `gpu`, SPEC section 4; run on the lent H200).
+"""The SGLang o FP8 QDQ patch on a CUDA GPU (level `gpu`; run on the lent H200).
 
 The patched tree's kernel file (python/sglang/kernels/ops/quantization/o_fp8_qdq.py imports only
 torch and triton) is loaded from the tree on its own and run on CUDA tensors, hardware e4m3 and the

@@ -1,4 +1,4 @@
-"""Fixtures for the vLLM regression tests (integration level, SPEC §4).
+"""Fixtures for the vLLM regression tests (integration level).
 
 The patched upstream modules are imported from an install of the pinned release (the wheel from
 PyPI, built by dsv4_patch.build.build_overlay) with the stack's patched Python files overlaid, and

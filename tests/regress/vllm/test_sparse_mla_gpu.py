@@ -1,4 +1,4 @@
-"""vllm 1 and 2 on a CUDA GPU (level `gpu`, SPEC §4; run on the lent H200): the patched tree's
+"""vllm 1 and 2 on a CUDA GPU (level `gpu`; run on the lent H200): the patched tree's
 decode kernels and PyTorch reference decode, imported from the tree's own files through
 _standalone_sparse_mla (no vLLM install needed), on caches with a padded block stride written by the
 independent oracle encoder (kernels/fp8_ds_mla), all 256 byte values and the NaN codes planted.

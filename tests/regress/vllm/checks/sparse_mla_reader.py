@@ -95,7 +95,7 @@ def reader_matches_oracle():
         assert not torch.isnan(got).any(), "NaN in the dequantized K"
         diff = (got - want).abs().max().item()
         assert diff == 0.0, f"max_abs {diff} vs the oracle (block_size {block_size})"
-        # the seed's contiguous reader disagrees on the same bytes: the check can see a layout bug
+        # the first gfx936 (contiguous) reader disagrees on the same bytes: the check can see a layout bug
         wrong = naive.wrong_contiguous_reader(cache, slots, block_size=block_size)
         assert not torch.equal(torch.nan_to_num(wrong), want), "oracle cannot tell the layouts apart"
     # invalid slots give zero rows
