@@ -145,16 +145,22 @@ def tree_env(trees: dict[str, tuple[Path, Path]]) -> dict[str, str]:
     return env
 
 
+# The folder a test run may keep scratch in (the project's tests/conftest.py: e.g. results it computed
+# once for the whole run); set to a temporary folder of the run's own when the caller has none.
+RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"
+
+
 def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marker: str | None = None,
                pytest_args: tuple[str, ...] = (), log=None) -> tuple[int, dict[str, dict]]:
     """Run pytest on `nodes` in a child process; returns (exit code, outcome per node id)."""
     with tempfile.TemporaryDirectory() as td:
         results_file = Path(td) / "results.json"
         env = {**os.environ, **env_extra, "DSV4_RESULTS_FILE": str(results_file)}
+        env.setdefault(RUN_DIR_ENV, td)  # the tests' scratch for this run: removed with td, however it ends
         engine = str(Path(__file__).resolve().parents[1])  # so `-p dsv4_patch.pytest_results` imports
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.pytest_results", "-p", "no:cacheprovider",
-                "-q", "-rs", *(["-m", marker] if marker else []), *pytest_args, *nodes]
+                "-p", "no:xdist", "-q", "-rs", *(["-m", marker] if marker else []), *pytest_args, *nodes]
         p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
                            stderr=subprocess.STDOUT)
         outcomes = json.loads(results_file.read_text()) if results_file.exists() else {}

@@ -27,16 +27,24 @@ from pathlib import Path
 _SERVER = r'''
 import json, os, sys, threading
 preload = json.loads(sys.argv[1])
+answer = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)  # what the imports print goes to stderr, never into the answers
 for name in preload:
     try:
         __import__(name)
     except Exception:  # noqa: BLE001 - the child imports it itself, as a fresh interpreter would
         pass
+sys.stdout.flush()  # now, into stderr: never into a child's log
+sys.stderr.flush()
 base_path = [p for p in sys.path if p != ""]
 base_pp = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-answer = os.fdopen(os.dup(1), "w")
-print(json.dumps({"ready": threading.active_count()}), file=answer, flush=True)
-if threading.active_count() != 1:
+try:  # native threads too (a BLAS or OpenMP pool): a fork copies only the calling thread
+    threads = len(os.listdir("/proc/self/task"))
+except OSError:
+    threads = threading.active_count()
+threads = max(threads, threading.active_count())
+print(json.dumps({"ready": threads}), file=answer, flush=True)
+if threads != 1:
     sys.exit(0)
 for line in sys.stdin:
     req = json.loads(line)
@@ -54,6 +62,7 @@ for line in sys.stdin:
     answer.close()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    os.close(null)
     for fd, path in ((1, run["stdout"]), (2, run["stderr"])):
         if fd == 2 and path == run["stdout"]:  # one log for both, as stderr=subprocess.STDOUT
             os.dup2(1, 2)
@@ -85,28 +94,46 @@ for line in sys.stdin:
 '''
 
 
+# Read by the interpreter at start-up only: a run that sets them differently from the server cannot
+# be forked from it (it gets a fresh interpreter instead).
+STARTUP_VARS = ("PYTHONWARNINGS", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
+                "PYTHONOPTIMIZE", "PYTHONSAFEPATH", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONNOUSERSITE",
+                "PYTHONDEVMODE", "PYTHONFAULTHANDLER", "PYTHONTRACEMALLOC", "PYTHONHOME", "PYTHONSTARTUP")
+
+
 class ForkServer:
     """`spawn(argv, env, cwd, stdout, stderr) -> pid`, `wait(pid, timeout) -> rc`, `run(...)`:
     subprocess.run's answer. `ok` is False when the server could not start (then `run` and `spawn`
-    are not to be used: the caller runs a plain interpreter)."""
+    are not to be used: the caller runs a plain interpreter). `close()` kills and collects the runs
+    nobody waited for; `wait` on one of those afterwards gives -9."""
 
     def __init__(self, python: str, env: dict[str, str], preload: tuple[str, ...]):
+        self.env = dict(env)
         self._proc = subprocess.Popen([python, "-c", _SERVER, json.dumps(list(preload))], env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.ok, self._runs = False, itertools.count(1)
+        self.ok, self._runs, self._pending, self._done = False, itertools.count(1), set(), {}
         reply = self._read(timeout=600)
         self.ok = bool(reply) and reply.get("ready") == 1
         if not self.ok:
             self.close()
+
+    def forkable(self, env: dict[str, str]) -> bool:
+        """Whether a run with `env` is the run a fresh interpreter makes when forked from here."""
+        return self.ok and all(env.get(k) == self.env.get(k) for k in STARTUP_VARS)
 
     def _read(self, timeout: float | None) -> dict | None:
         ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
         if not ready:
             return None
         line = self._proc.stdout.readline()
-        return json.loads(line) if line else None
+        try:
+            return json.loads(line) if line else None
+        except ValueError:
+            return None
 
     def _ask(self, req: dict, timeout: float | None = 60) -> dict:
+        if self._proc.poll() is not None or self._proc.stdin.closed:
+            raise RuntimeError("the fork server is not running")
         self._proc.stdin.write(json.dumps(req) + "\n")
         self._proc.stdin.flush()
         reply = self._read(timeout)
@@ -115,17 +142,26 @@ class ForkServer:
         return reply
 
     def spawn(self, argv: list[str], env: dict[str, str], cwd: Path | str, stdout: Path, stderr: Path) -> int:
-        return self._ask({"run": {"argv": [str(a) for a in argv], "env": env, "cwd": str(cwd),
-                                  "stdout": str(stdout), "stderr": str(stderr)}})["pid"]
+        pid = self._ask({"run": {"argv": [str(a) for a in argv], "env": env, "cwd": str(cwd),
+                                 "stdout": str(stdout), "stderr": str(stderr)}})["pid"]
+        self._pending.add(pid)
+        return pid
 
     def wait(self, pid: int, timeout: float | None = None) -> int:
+        if pid in self._done:
+            return self._done[pid]
+        if self._proc.poll() is not None or self._proc.stdin.closed:
+            raise RuntimeError("the fork server is not running")
         self._proc.stdin.write(json.dumps({"wait": pid}) + "\n")
         self._proc.stdin.flush()
         reply = self._read(timeout)
         if reply is None:  # ran past its time: kill it, then collect it
             os.kill(pid, signal.SIGKILL)
-            reply = self._read(60)
+            self._done[pid] = (self._read(60) or {}).get("rc", -9)
+            self._pending.discard(pid)
             raise subprocess.TimeoutExpired(str(pid), timeout or 0)
+        self._pending.discard(pid)
+        self._done[pid] = reply["rc"]
         return reply["rc"]
 
     def run(self, argv: list[str], env: dict[str, str], cwd: Path | str, log_dir: Path,
@@ -136,6 +172,13 @@ class ForkServer:
         return subprocess.CompletedProcess(argv, rc, out.read_text(errors="replace"), err.read_text(errors="replace"))
 
     def close(self) -> None:
+        for pid in sorted(self._pending):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                self.wait(pid, timeout=60)
+            except (OSError, RuntimeError, subprocess.TimeoutExpired):
+                self._done[pid] = -9
+        self._pending.clear()
         if self._proc.poll() is None:
             self._proc.stdin.close()
             try:
@@ -143,3 +186,5 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+        elif not self._proc.stdin.closed:
+            self._proc.stdin.close()

@@ -67,18 +67,23 @@ _MEMO_ENV = "DSV4_CHECK_MEMO"  # see tests/regress/vllm/_vllm_venvs.py, "one com
 
 
 def pytest_configure(config):
-    """The run's folder (and in it the check memo): made by the outermost pytest before xdist starts
-    its workers, which inherit it, as do the pytest runs `regress`, `bump` and `pin` start; removed
-    when that pytest ends. Nothing in it outlives the run."""
-    if hasattr(config, "workerinput") or os.environ.get(RUN_DIR_ENV):
+    """The run's folder (and in it the check memo, `checks/`): made by the outermost pytest before
+    xdist starts its workers, which inherit it, as do the pytest runs `regress`, `bump` and `pin`
+    start (those make their own when run outside the suite, in a temporary folder they remove);
+    removed when the pytest that made it ends. Nothing in it outlives the run. DSV4_CHECK_MEMO=0
+    turns the memo off."""
+    if hasattr(config, "workerinput"):
         return
-    import tempfile
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if not run_dir:
+        import tempfile
 
-    config._dsv4_run_dir = tempfile.mkdtemp(prefix="dsv4-test-run-")
-    os.environ[RUN_DIR_ENV] = config._dsv4_run_dir
-    if not os.environ.get(_MEMO_ENV):
-        os.makedirs(os.path.join(config._dsv4_run_dir, "checks"))
-        os.environ[_MEMO_ENV] = os.path.join(config._dsv4_run_dir, "checks")
+        run_dir = config._dsv4_run_dir = tempfile.mkdtemp(prefix="dsv4-test-run-")
+        os.environ[RUN_DIR_ENV] = run_dir
+    if os.environ.get(_MEMO_ENV) != "0" and not os.environ.get(_MEMO_ENV, "").startswith(run_dir):
+        memo = os.path.join(run_dir, "checks")  # never one from outside the run: it would outlive it
+        os.makedirs(memo, exist_ok=True)
+        os.environ[_MEMO_ENV] = memo
 
 
 def pytest_unconfigure(config):

@@ -105,3 +105,34 @@ def test_a_server_whose_imports_started_a_thread_refuses(tmp_path):
     s = ForkServer(sys.executable, _env(PYTHONPATH=str(tmp_path)), ("threads_at_import",))
     assert not s.ok
     s.close()
+
+
+def test_close_kills_and_collects_the_runs_nobody_waited_for(layout, server):
+    root, _ = layout
+    f = root / "sleep.py"
+    f.write_text("import time\ntime.sleep(60)\n")
+    pid = server.spawn([f], _env(), root, root / "o", root / "e")
+    server.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed, and not left a zombie
+    assert server.wait(pid) == -9
+    with pytest.raises(RuntimeError):
+        server.spawn([f], _env(), root, root / "o", root / "e")
+
+
+def test_a_run_with_other_start_up_variables_is_not_forked(layout, server):
+    root, _ = layout
+    assert server.forkable(_env(PYTHONPATH=str(root / "a"), FS_ANY="x"))  # PYTHONPATH is per run
+    assert not server.forkable(_env(PYTHONWARNINGS="error"))  # read once, at the server's start
+    assert not server.forkable(_env(PYTHONHASHSEED="7"))
+
+
+def test_what_the_imports_print_does_not_break_the_answers(tmp_path):
+    (tmp_path / "noisy.py").write_text("print('hello from an import')\n")
+    s = ForkServer(sys.executable, _env(PYTHONPATH=str(tmp_path)), ("noisy",))
+    try:
+        assert s.ok
+        (tmp_path / "p.py").write_text("print('run')\n")
+        assert s.run([tmp_path / "p.py"], _env(), tmp_path, tmp_path).stdout == "run\n"
+    finally:
+        s.close()

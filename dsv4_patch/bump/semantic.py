@@ -43,6 +43,7 @@ from pathlib import Path
 from ..config import StackConfig
 from ..errors import Dsv4Error
 from ..patchfile import PatchFile
+from ..regress import RUN_DIR_ENV
 from ..sources import BaseTree, Progress
 from ..sources.base import say
 from .classify import in_tree
@@ -199,20 +200,23 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
         engine = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, **env_extra, "DSV4_INTENT_RESULTS": str(results),
                SELECT_ENV: json.dumps(list(nodes))}
+        env.setdefault(RUN_DIR_ENV, td)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.bump.intent_results", "-p", "no:cacheprovider",
-                "--continue-on-collection-errors", "-q", "-rs", *modules]
-        limit = timeout or float(os.environ.get(TIMEOUT_ENV, "1800"))
+                "-p", "no:xdist", "--continue-on-collection-errors", "-q", "-rs", *modules]
+        # DSV4_INTENT_TIMEOUT is per module (it was one pytest per module)
+        limit = timeout or float(os.environ.get(TIMEOUT_ENV, "1800")) * len(modules)
         try:
             p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
                                stderr=subprocess.STDOUT, timeout=limit)
         except subprocess.TimeoutExpired:
             raise Dsv4Error(f"intent tests ran past {limit:.0f} s", hint=f"raise {TIMEOUT_ENV} or pass --no-semantic") from None
         data = json.loads(results.read_text()) if results.exists() else {}
-    if p.returncode in (3, 4) and not data:  # internal or usage error: no record at all
+    if p.returncode not in (0, 1, 2, 5) and not data:  # internal/usage error, or killed: no record at all
         raise Dsv4Error(f"pytest could not run the intent tests (exit {p.returncode})",
-                        hint="check the Regression-Test / Drop-When ids with `dsv4-patch check`")
+                        hint="check the Regression-Test / Drop-When ids with `dsv4-patch check`; a negative exit "
+                             "is a signal (the intent run was killed: memory?)")
     return data
 
 

@@ -56,28 +56,25 @@ def pytest_collection_finish(session):
     if not run_dir:
         return
     try:
-        os.close(os.open(os.path.join(run_dir, "slurm.owner"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        fd = os.open(os.path.join(run_dir, "slurm.owner"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return
-    future = start_in_background()
-    future.add_done_callback(lambda f: _publish(Path(run_dir) / "slurm-runs.pickle", f))
-    session.config.stash[SLURM_RUNS_KEY] = future
-
-
-def _publish(path: Path, future) -> None:
-    try:
-        value = future.result()
-    except BaseException as e:  # noqa: BLE001 - the reader fails the tests with it
-        value = (None, f"error: the background Slurm submission raised {type(e).__name__}: {e}")
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(pickle.dumps(value))
-    os.replace(tmp, path)
+    os.write(fd, str(os.getpid()).encode())  # a reader fails at once if this worker is gone
+    os.close(fd)
+    session.config.stash[SLURM_RUNS_KEY] = start_in_background(publish=Path(run_dir) / "slurm-runs.pickle")
 
 
 def _published(run_dir: str, limit_s: float = 900) -> tuple[dict | None, str]:
-    path = Path(run_dir) / "slurm-runs.pickle"
+    path, owner = Path(run_dir) / "slurm-runs.pickle", Path(run_dir) / "slurm.owner"
     deadline = time.monotonic() + limit_s
     while not path.exists():
+        try:
+            os.kill(int(owner.read_text() or "0"), 0)
+        except (ValueError, ProcessLookupError):
+            if not path.exists():
+                return None, "error: the worker that submitted the Slurm jobs ended without their results"
+        except PermissionError:
+            pass
         if time.monotonic() > deadline:
             return None, f"error: no worker published the Slurm runs in {limit_s:.0f} s ({path})"
         time.sleep(1)
@@ -86,8 +83,14 @@ def _published(run_dir: str, limit_s: float = 900) -> tuple[dict | None, str]:
 
 def pytest_sessionfinish(session, exitstatus):
     future = session.config.stash.get(SLURM_RUNS_KEY, None)
-    if future is not None and os.environ.get("PYTEST_XDIST_WORKER"):
+    if future is None or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail:
+        return  # stopping: nobody is going to read them
+    try:
         future.exception(timeout=900)  # the owner stays until its runs are published for the others
+    except TimeoutError:
+        pass
 
 
 SLURM_RUNS_KEY = pytest.StashKey[object]()

@@ -71,7 +71,9 @@ def test_an_am_in_progress_is_not_discarded(env, tmp_path):
     raw = git(t, "format-patch", "-1", "--stdout").replace("line nine", "line NINE").replace("-line 9", "-line 99")
     git(t, "reset", "-q", "--hard", "HEAD^")
     bad.write_text(raw)
-    p = __import__("subprocess").run(["git", "am", str(bad)], cwd=t, capture_output=True)
+    ident = {"GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # a HOME may have none
+    p = __import__("subprocess").run(["git", "am", str(bad)], cwd=t, capture_output=True,
+                                     env={**__import__("os").environ, **ident})
     assert p.returncode != 0 and (t / ".git/rebase-apply").exists()
     refuses(env, "`git am` or rebase in progress")
 

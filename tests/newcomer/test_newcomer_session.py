@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from dsv4_patch.build import venv_lock
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SHARED_VENVS = Path(os.environ.get("DSV4_VENV_CACHE") or Path.home() / ".cache" / "dsv4-patch" / "venvs")
@@ -44,6 +46,10 @@ class Session:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
         self.env.update(PATH=f"{clone / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
                         DSV4_VENV_CACHE=str(venvs), COLUMNS="100", EDITOR="true", HOME=os.environ["HOME"])
+        # the README's `git commit` needs an identity; a fresh HOME (CI's) may have none configured
+        for k, v in (("GIT_AUTHOR_NAME", "Newcomer"), ("GIT_AUTHOR_EMAIL", "newcomer@example.invalid"),
+                     ("GIT_COMMITTER_NAME", "Newcomer"), ("GIT_COMMITTER_EMAIL", "newcomer@example.invalid")):
+            self.env.setdefault(k, v)
         self.cwd = clone
 
     def run(self, cmd: str, expect: int | None = 0, timeout: int = 3000) -> subprocess.CompletedProcess:
@@ -77,7 +83,8 @@ def _seed(venvs: Path) -> None:
             continue
         if (d / "base").is_dir():  # a vLLM release: its install only; the run overlays its own clones
             (venvs / d.name).mkdir()
-            subprocess.run(["cp", "-al", str(d / "base"), str(venvs / d.name / "base")], check=True)
+            with venv_lock(d / "base"):  # never a copy of one that is being installed
+                subprocess.run(["cp", "-al", str(d / "base"), str(venvs / d.name / "base")], check=True)
         else:
             subprocess.run(["cp", "-al", str(d), str(venvs / d.name)], check=True)
 
@@ -108,13 +115,9 @@ def _shared_release_install(dsv4_tree) -> None:
     sys.path.insert(0, str(ROOT / "tests" / "regress" / "vllm"))
     from _vllm_venvs import release_base, release_version
 
-    from dsv4_patch.build import venv_python
-
-    if venv_python(SHARED_VENVS / "vllm-0.27.1" / "base").exists():
-        return
     pin = dsv4_tree("vllm", patched=False)
     if release_version(pin) == "0.27.1":
-        release_base(pin, "0.27.1")
+        release_base(pin, "0.27.1")  # under the venv's lock: a half-built one is waited for
 
 
 def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):

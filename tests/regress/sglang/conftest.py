@@ -91,22 +91,46 @@ def probe_env(tree: Path | None, deps: Path, switches: dict[str, str]) -> dict[s
 PRELOAD = ("torch", "torch._dynamo", "torch.distributed.tensor", "numpy", "sympy", "triton",
            "transformers", "transformers.activations")
 FORKSERVER_ENV = "DSV4_SGLANG_FORKSERVER"  # 0: a plain interpreter for every probe
-_servers: list = []
+_interpreters: list = []
 
 
-class _Plain:
-    """The same calls as the fork server's, with a fresh interpreter each."""
+class _Interpreter:
+    """spawn/wait/run for the probes: a child of the fork server (tests/_forkserver.py, started on
+    first use and again after close()), or a fresh interpreter where the server cannot start, a
+    run's start-up variables differ from its, or DSV4_SGLANG_FORKSERVER=0."""
+
+    def __init__(self, server_env: dict[str, str]):
+        self._server_env, self._server, self._failed = server_env, None, False
+
+    def _forking(self, env: dict[str, str]):
+        if self._failed or os.environ.get(FORKSERVER_ENV, "1") == "0":
+            return None
+        if self._server is None:
+            from _forkserver import ForkServer
+
+            self._server = ForkServer(sys.executable, self._server_env, PRELOAD)
+            if not self._server.ok:
+                self._server, self._failed = None, True
+                return None
+        return self._server if self._server.forkable(env) else None
 
     def spawn(self, argv, env, cwd, stdout, stderr):
+        server = self._forking(env)
+        if server is not None:
+            return server, server.spawn(argv, env, cwd, stdout, stderr)
         out = open(stdout, "w")
         err = subprocess.STDOUT if stderr == stdout else open(stderr, "w")
         proc = subprocess.Popen([sys.executable, *map(str, argv)], env=env, cwd=cwd, stdout=out, stderr=err)
         out.close()
         if err is not subprocess.STDOUT:
             err.close()
-        return proc
+        return None, proc
 
-    def wait(self, proc, timeout=None):
+    @staticmethod
+    def wait(handle, timeout=None) -> int:
+        server, proc = handle
+        if server is not None:
+            return server.wait(proc, timeout)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -114,32 +138,36 @@ class _Plain:
             proc.wait()
             raise
 
-    def run(self, argv, env, cwd, log_dir, timeout=None):
+    def run(self, argv, env, cwd, log_dir, timeout=None) -> subprocess.CompletedProcess:
+        server = self._forking(env)
+        if server is not None:
+            return server.run(argv, env, cwd, log_dir, timeout)
         return subprocess.run([sys.executable, *map(str, argv)], env=env, cwd=cwd, capture_output=True,
                               text=True, timeout=timeout)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()  # kills and collects what nobody waited for; their wait() gives -9
+            self._server = None
 
 
 @pytest.fixture(scope="session")
 def sglang_interpreter(sglang_cpu_deps):
-    """What runs the probes and SGLang's unit tests: the fork server of tests/_forkserver.py (its
-    PRELOAD imported once), or a fresh interpreter per run where it cannot start or
-    DSV4_SGLANG_FORKSERVER=0. Closed after the last test of this folder (pytest_runtest_teardown)."""
-    if os.environ.get(FORKSERVER_ENV, "1") != "0":
-        from _forkserver import ForkServer
-
-        server = ForkServer(sys.executable, probe_env(None, sglang_cpu_deps, {}), PRELOAD)
-        if server.ok:
-            _servers.append(server)
-            yield server
-            server.close()
-            return
-    yield _Plain()
+    """What runs the probes and SGLang's unit tests (see _Interpreter). Its server is closed after
+    the last test of this folder (pytest_runtest_teardown: ~0.5 GB resident, not kept while the
+    worker runs other folders' tests) and started again if another test here needs it."""
+    it = _Interpreter(probe_env(None, sglang_cpu_deps, {}))
+    _interpreters.append(it)
+    yield it
+    it.close()
+    _interpreters.remove(it)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    if _servers and (nextitem is None or HERE not in Path(nextitem.path).parents):
-        while _servers:  # ~0.5 GB resident: not kept while the worker runs other folders' tests
-            _servers.pop().close()
+    if nextitem is None or HERE not in Path(nextitem.path).parents:
+        for it in _interpreters:
+            it.close()
 
 
 @pytest.fixture(scope="session")
@@ -188,7 +216,7 @@ def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factor
         return results[cfg]
 
     yield get
-    for proc, _ in started.values():
+    for proc, _ in started.values():  # started ahead for a test that did not run: stop it
         try:
             sglang_interpreter.wait(proc, timeout=0.1)
         except subprocess.TimeoutExpired:

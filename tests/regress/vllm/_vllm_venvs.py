@@ -122,29 +122,33 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
 
 def pytest_only_path() -> Path:
     """A folder holding only this interpreter's pytest and what it imports (links), for check scripts
-    that run a tree's own test file inside a venv that has no pytest. Put last on sys.path there."""
+    that run a tree's own test file inside a venv that has no pytest. Put last on sys.path there.
+    One folder per interpreter (the links point into its site-packages), links that point elsewhere
+    (a deleted venv's) replaced."""
     import importlib.util
 
-    dst = Path(tempfile.gettempdir()) / f"dsv4-pytest-only-{os.getuid()}"
-    if not (dst / "pytest").exists():
-        dst.mkdir(exist_ok=True)
-        # "pytest" last: its presence is what says the folder is complete
-        for name in ("_pytest", "pluggy", "iniconfig", "py", "pytest"):
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.origin is None:
-                continue
-            src = Path(spec.origin)
-            src = src.parent if src.name == "__init__.py" else src
-            link = dst / src.name
-            try:
-                link.symlink_to(src)
-            except FileExistsError:  # another worker made it
-                pass
+    key = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
+    dst = Path(tempfile.gettempdir()) / f"dsv4-pytest-only-{os.getuid()}-{key}"
+    dst.mkdir(exist_ok=True)
+    # "pytest" last: its presence is what says the folder is complete
+    for name in ("_pytest", "pluggy", "iniconfig", "py", "pytest"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        src = Path(spec.origin)
+        src = src.parent if src.name == "__init__.py" else src
+        link = dst / src.name
+        if link.is_symlink() and os.readlink(link) == str(src):
+            continue
+        tmp = dst / f".{src.name}.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(src)
+        os.replace(tmp, link)  # atomic: another worker sees the old link or this one
     return dst
 
 
-def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900,
-                extra_env: dict[str, str] | None = None):
+def check_env(extra_env: dict[str, str] | None, pythonpath: list[Path]) -> dict[str, str]:
+    """The environment a check script runs with."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "TRITON_"))}
     env.update(extra_env or {})
     env["DSV4_PYTEST_PATH"] = str(pytest_only_path())
@@ -154,15 +158,21 @@ def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: in
         "VLLM_LOGGING_LEVEL": "WARNING",
         "PYTHONDONTWRITEBYTECODE": "1",
     })
+    return env
+
+
+def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900,
+                extra_env: dict[str, str] | None = None, env: dict[str, str] | None = None):
+    env = env if env is not None else check_env(extra_env, pythonpath)
     return subprocess.run([str(venv_python(venv)), str(script)], capture_output=True, text=True,
                           env=env, cwd=str(ROOT), timeout=timeout)
 
 
 # --- one computation per run ----------------------------------------------------------------------
 # A check's result is a function of what it runs: its script and the files it imports from the repo,
-# the release and overlay of the venv it runs in, the patched tree it reads in-tree tests from, and
-# its environment. Within one test run (tests/conftest.py sets DSV4_CHECK_MEMO to a folder made for
-# the run and removed after it) the same computation asked for again -- by `dsv4-patch regress`'s
+# the release, overlay and installed distributions of the venv it runs in, the patched tree it reads
+# in-tree tests from, and the environment variables it or its libraries read. Within one test run
+# (tests/conftest.py sets DSV4_CHECK_MEMO to a folder in the run's folder, removed after the run) the same computation asked for again -- by `dsv4-patch regress`'s
 # child pytest, by bump/pin intent tests, by the newcomer session's own regress -- is read back
 # instead of recomputed. The folder never outlives the run, so every distinct check still runs at
 # least once in every run: nothing is carried from an earlier run.
@@ -185,36 +195,71 @@ def _sources_digest() -> str:
 
 
 def _venv_identity(venv: Path) -> str:
-    """The release, overlay and prune state build_overlay stamped into the venv (None: unstamped,
-    which is never memoized)."""
+    """The release, overlay and prune state build_overlay stamped into the venv, and the names of
+    every distribution installed in it ("" for an unstamped venv: never memoized)."""
     try:
         stamp = json.loads((venv / STAMP).read_text())
     except (OSError, ValueError):
         return ""
-    return json.dumps({k: stamp.get(k) for k in ("key", "mode", "package", "version", "installed_version",
-                                                  "pruned")}, sort_keys=True)
+    dists = sorted(d.name for d in venv.glob("lib/python*/site-packages/*.dist-info"))
+    return json.dumps({**{k: stamp.get(k) for k in ("key", "mode", "package", "version", "installed_version",
+                                                    "pruned")}, "dists": dists}, sort_keys=True)
 
 
-def _reads_tree(script: Path, check_dirs: list[Path]) -> bool:
-    """Whether the check can read the patched tree (DSV4_TREE_VLLM): its own text or a helper module
-    beside it (`_*.py`: the harness, the fakes) names the variable. Checks do not import each other."""
-    helpers = [f for d in check_dirs for f in d.glob("_*.py")]
-    return any("DSV4_TREE_" in f.read_text() for f in [script, *helpers])
+_IMPORT_RE = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_]\w*))", re.M)
+_ENV_NAME_RE = re.compile(r"\bDSV4_[A-Z0-9_]+")
+# Read by the libraries a check runs (vLLM, Triton, torch, the BLAS) rather than by the check itself.
+_LIBRARY_ENV = ("VLLM_", "TRITON_", "TORCH", "PYTORCH_", "CUDA_", "HIP_", "ROCM_", "OMP_", "MKL_", "OPENBLAS_")
+_PATH_ENV = ("DSV4_TREE_", "DSV4_BASE_", "DSV4_PYTEST_PATH")  # paths: what they hold is keyed otherwise
 
 
-def _memo_key(venv: Path, patched_venv: Path, script: Path, check_dirs: list[Path],
-              extra_env: dict[str, str]) -> str | None:
-    """None: not memoized. The patched tree enters the key (as the overlay of the patched venv, which
-    is that tree's changed files and their bytes) only for checks that read it; a check that does not
-    computes the same thing in the pristine venv whichever patched tree the run has (regress's
-    unpatched runs, bump's intent runs on the pristine tree)."""
+def _check_files(script: Path, check_dirs: list[Path]) -> list[Path]:
+    """The script and the check-folder modules it imports, transitively (what its text can reach)."""
+    seen: list[Path] = []
+    todo = [script]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.append(f)
+        for a, b in _IMPORT_RE.findall(f.read_text()):
+            for d in check_dirs:
+                if (d / f"{a or b}.py").is_file():
+                    todo.append(d / f"{a or b}.py")
+                    break
+    return seen
+
+
+def _tree_identity(tree: Path) -> str:
+    """HEAD's tree id of a clean git work tree ("" when it has local changes or is not one)."""
+    from dsv4_patch.gitcmd import Git
+
+    g = Git(tree)
+    r = g.run("status", "--porcelain", "--untracked-files=no", check=False)
+    head = g.run("rev-parse", "HEAD^{tree}", check=False)
+    return head.out.strip() if r.rc == 0 and not r.out.strip() and head.rc == 0 else ""
+
+
+def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, check_dirs: list[Path],
+              env: dict[str, str]) -> str | None:
+    """None: not memoized. `env`: the environment the check runs with. The patched tree enters the
+    key only for a check whose files name DSV4_TREE_ / DSV4_BASE_ (its HEAD tree id, when clean); a
+    check that does not read it computes the same thing in a pristine venv whichever patched tree
+    the run has (regress's unpatched runs, bump's intent runs on the pristine tree)."""
+    if not any(script.is_relative_to(top) for top in _SOURCES):
+        return None  # a script the digest does not cover: always run
+    files = _check_files(script, check_dirs)
+    texts = "".join(f.read_text() for f in files)
     here = _venv_identity(venv)
-    tree = _venv_identity(patched_venv) if _reads_tree(script, check_dirs) else "not read"
-    if not here or not tree or not any(script.is_relative_to(top) for top in _SOURCES):
-        return None  # an unstamped venv, or a script the digest does not cover: always run
-    env = {k: v for k, v in extra_env.items() if k != "DSV4_TREE_VLLM"}  # the tree: see above
-    env.update({k: v for k, v in os.environ.items() if k == "DSV4_TB_LIMIT"})
-    h = hashlib.sha256(json.dumps([here, tree, script.relative_to(ROOT).as_posix(), _sources_digest(), env,
+    tree = "not read"
+    if "DSV4_TREE_" in texts or "DSV4_BASE_" in texts:
+        tree = _tree_identity(patched_tree) and f"{_tree_identity(patched_tree)} {_venv_identity(patched_venv)}"
+    if not here or not tree:
+        return None  # an unstamped venv, or a tree with local changes: always run
+    named = set(_ENV_NAME_RE.findall(texts))
+    keyed = {k: v for k, v in env.items()
+             if (k.startswith(_LIBRARY_ENV) or k in named) and not k.startswith(_PATH_ENV)}
+    h = hashlib.sha256(json.dumps([here, tree, script.relative_to(ROOT).as_posix(), _sources_digest(), keyed,
                                    sys.platform], sort_keys=True).encode())
     return h.hexdigest()
 
@@ -260,9 +305,8 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
     def script(name: str) -> Path:
         return next(d / f"{name}.py" for d in check_dirs if (d / f"{name}.py").is_file())
 
-    def run(name: str, patched: bool) -> dict:
-        r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs,
-                        extra_env={"DSV4_TREE_VLLM": str(patched_tree)})
+    def run(name: str, patched: bool, env: dict[str, str]) -> dict:
+        r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs, env=env)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK ")]
         if not lines:
             pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "
@@ -272,10 +316,10 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
     def get(name: str, patched: bool = True) -> dict:
         key = (name, patched)
         if key not in cache:
-            memo_key = _memo_key(venvs[patched], venvs[True], script(name), check_dirs,
-                                 {"DSV4_TREE_VLLM": str(patched_tree)})
+            env = check_env({"DSV4_TREE_VLLM": str(patched_tree)}, check_dirs)
+            memo_key = _memo_key(venvs[patched], venvs[True], patched_tree, script(name), check_dirs, env)
             what = f"{name} {'patched' if patched else 'pristine'} in {venvs[patched].parent.name}"
-            cache[key] = _memoized(memo_key, what, lambda: run(name, patched))
+            cache[key] = _memoized(memo_key, what, lambda: run(name, patched, env))
         return cache[key]
 
     return get
