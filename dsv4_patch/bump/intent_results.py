@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(session, config, items):
     raw = os.environ.get("DSV4_INTENT_SELECT")  # semantic.SELECT_ENV (not imported: this runs in pytest)
     if raw is None:
         return
-    selected = [n.removeprefix("./") for n in json.loads(raw)]  # as pytest writes node ids
+    selected = json.loads(raw)
     keep = [it for it in items if _wanted(it.nodeid, selected)]
     dropped = [it for it in items if not _wanted(it.nodeid, selected)]
     if dropped:

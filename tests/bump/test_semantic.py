@@ -311,3 +311,55 @@ def test_check_refuses_a_drop_when_test_that_does_not_exist(benv):
                 body=_meta(T + "test_line20_tagged", drop=f"{T}test_line20_tagget passes"))
     found = [x.message for x in lint_stack(load_project(benv.root), load_project(benv.root).stack("demo"))]
     assert any(m.startswith(f"Drop-When names {T}test_line20_tagget:") for m in found), found
+
+
+FORMS = '''
+import os
+from pathlib import Path
+
+import pytest
+
+TREE = Path(os.environ.get("DSV4_TREE_DEMO", "/nonexistent"))
+
+
+def fixed():
+    return "fixed" in (TREE / "src/a.py").read_text().splitlines()[9]
+
+
+@pytest.mark.parametrize("case", ["a", "b"])
+def test_param(case):
+    assert fixed()
+
+
+class TestKind:
+    def test_method(self):
+        assert fixed()
+
+
+def test_plain():
+    assert fixed()
+'''
+
+
+def test_every_id_form_is_judged_in_the_one_intent_run(benv):
+    """All intent tests go to one pytest by module path and the plugin keeps the named ids: a
+    parametrized test by its base id, a class method, a plain test, and an id that names no test
+    (its patch alone gets probe-error, the others their verdicts)."""
+    (benv.root / "tests").mkdir(exist_ok=True)
+    (benv.root / "tests" / "test_forms.py").write_text(FORMS)
+    f = "tests/test_forms.py::"
+    a = numbered(60)
+    for subject, old, new, test in [("param", "line 20\n", "line 20 p1\n", f + "test_param"),
+                                    ("kind", "line 30\n", "line 30 p2\n", f + "TestKind::test_method"),
+                                    ("plain", "line 40\n", "line 40 p3\n", f + "test_plain"),
+                                    ("gone", "line 50\n", "line 50 p4\n", f + "test_not_there")]:
+        a = edit(a, old, new)
+        benv.author({"src/a.py": a}, f"[DSV4] {subject}", body=_meta(test))
+    benv.up.write("src/a.py", edit(numbered(60), "line 10\n", "line 10 fixed (upstream)\n"))
+    rep = bump(load_project(benv.root), "demo", benv.up.commit("upstream fixes line 10"),
+               opts=BumpOptions(regress=False), cache=benv.cache)
+    got = {s.patch.removesuffix(".patch"): s for s in rep.semantic}
+    assert {k: v.verdict for k, v in got.items()} == {"param": "fixed-upstream", "kind": "fixed-upstream",
+                                                      "plain": "fixed-upstream", "gone": "probe-error"}
+    assert sorted(got["param"].tests) == [f + "test_param[a]", f + "test_param[b]"]
+    assert "no such test was collected" in got["gone"].reason
