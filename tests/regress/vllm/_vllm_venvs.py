@@ -253,7 +253,8 @@ def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, 
     here = _venv_identity(venv)
     tree = "not read"
     if "DSV4_TREE_" in texts or "DSV4_BASE_" in texts:
-        tree = _tree_identity(patched_tree) and f"{_tree_identity(patched_tree)} {_venv_identity(patched_venv)}"
+        head = _tree_identity(patched_tree)
+        tree = head and f"{head} {_venv_identity(patched_venv)}"
     if not here or not tree:
         return None  # an unstamped venv, or a tree with local changes: always run
     named = set(_ENV_NAME_RE.findall(texts))
