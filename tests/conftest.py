@@ -62,7 +62,7 @@ def pytest_cmdline_main(config):
         config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
 
 
-RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"  # a folder for this test run, shared by its workers and child runs
+from dsv4_patch.regress import RUN_DIR_ENV  # noqa: E402 - a folder for this test run, shared by its workers and child runs
 _MEMO_ENV = "DSV4_CHECK_MEMO"  # see tests/regress/vllm/_vllm_venvs.py, "one computation per run"
 
 

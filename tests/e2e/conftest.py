@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dsv4_patch.regress import RUN_DIR_ENV
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 FIXTURES = HERE / "fixtures"
@@ -52,7 +54,7 @@ def pytest_collection_finish(session):
     # worker to claim the run folder's marker submits the jobs in its own background thread and
     # leaves the judged runs there for whichever worker runs the tests; the others only read them.
     # (Without the run folder, the fixture starts it lazily in the worker that needs it.)
-    run_dir = os.environ.get("DSV4_TEST_RUN_DIR")
+    run_dir = os.environ.get(RUN_DIR_ENV)
     if not run_dir:
         return
     try:
@@ -100,7 +102,7 @@ SLURM_RUNS_KEY = pytest.StashKey[object]()
 def slurm_runs(request):
     """The judged runs of every scenario (slurm_background.SCENARIOS), submitted at collection."""
     future = request.config.stash.get(SLURM_RUNS_KEY, None)
-    run_dir = os.environ.get("DSV4_TEST_RUN_DIR")
+    run_dir = os.environ.get(RUN_DIR_ENV)
     if future is not None:
         runs, why = future.result()
     elif run_dir and os.environ.get("PYTEST_XDIST_WORKER") and Path(run_dir, "slurm.owner").exists():

@@ -18,7 +18,6 @@ here: the clone, the overlay, and running one check script per venv once per ses
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -270,21 +269,17 @@ def _memoized(key: str | None, what: str, compute: Callable[[], dict]) -> dict:
     if not key or not memo or not Path(memo).is_dir():
         return compute()
     path = Path(memo) / f"{key}.json"
-    with open(Path(memo) / f"{key}.lock", "w") as fh:  # the same check asked twice at once: one runs it
-        t0 = time.monotonic()
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            if path.is_file():
-                _log(memo, f"hit  {key[:12]} {what} (waited {time.monotonic() - t0:.1f} s)")
-                return json.loads(path.read_text())
-            result = compute()
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(result))
-            os.replace(tmp, path)
-            _log(memo, f"ran  {key[:12]} {what} ({time.monotonic() - t0:.1f} s)")
-            return result
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    t0 = time.monotonic()
+    with venv_lock(Path(memo) / key):  # the same check asked twice at once: one runs it, one reads it
+        if path.is_file():
+            _log(memo, f"hit  {key[:12]} {what} (waited {time.monotonic() - t0:.1f} s)")
+            return json.loads(path.read_text())
+        result = compute()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, path)
+        _log(memo, f"ran  {key[:12]} {what} ({time.monotonic() - t0:.1f} s)")
+        return result
 
 
 def _log(memo: str, line: str) -> None:
