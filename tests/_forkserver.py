@@ -29,6 +29,30 @@ import json, os, sys, threading
 preload = json.loads(sys.argv[1])
 answer = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)  # what the imports print goes to stderr, never into the answers
+
+
+def tasks():  # native threads too (a BLAS or OpenMP pool): a fork copies only the calling thread
+    try:
+        return max(len(os.listdir("/proc/self/task")), threading.active_count())
+    except OSError:
+        return threading.active_count()
+
+
+# numpy's OpenBLAS starts its thread pool when numpy is imported (torch imports numpy). That pool is
+# fork-safe: OpenBLAS stops it in a pthread_atfork handler before the fork and starts it again in
+# the child on first use. So the threads `import numpy` adds are not counted, when the library it
+# loaded is OpenBLAS; any other thread left by the imports still makes the server refuse.
+blas_pool = 0
+if "numpy" in preload:
+    before = tasks()
+    try:
+        import numpy  # noqa: F401
+    except Exception:  # noqa: BLE001
+        pass
+    else:
+        with open("/proc/self/maps") as maps:
+            if "openblas" in maps.read().lower():
+                blas_pool = tasks() - before
 for name in preload:
     try:
         __import__(name)
@@ -38,11 +62,7 @@ sys.stdout.flush()  # now, into stderr: never into a child's log
 sys.stderr.flush()
 base_path = [p for p in sys.path if p != ""]
 base_pp = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-try:  # native threads too (a BLAS or OpenMP pool): a fork copies only the calling thread
-    threads = len(os.listdir("/proc/self/task"))
-except OSError:
-    threads = threading.active_count()
-threads = max(threads, threading.active_count())
+threads = tasks() - blas_pool
 print(json.dumps({"ready": threads}), file=answer, flush=True)
 if threads != 1:
     sys.exit(0)

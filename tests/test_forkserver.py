@@ -107,6 +107,35 @@ def test_a_server_whose_imports_started_a_thread_refuses(tmp_path):
     s.close()
 
 
+BLAS_SCRIPT = textwrap.dedent('''
+    import hashlib, os, sys
+    import numpy as np
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((700, 900)), rng.standard_normal((900, 500))
+    c = a @ b  # large enough for OpenBLAS to use its thread pool
+    print(hashlib.sha256(c.tobytes()).hexdigest(), len(os.listdir("/proc/self/task")) if sys.platform == "linux" else 0)
+''')
+
+
+def test_numpys_blas_pool_does_not_stop_the_server_and_works_in_the_child(tmp_path):
+    """numpy's OpenBLAS starts threads when imported: the server still starts, and a child's
+    threaded matrix product is the fresh interpreter's bit for bit (and does not hang)."""
+    np = pytest.importorskip("numpy")
+    script = tmp_path / "blas.py"
+    script.write_text(BLAS_SCRIPT)
+    env = _env(OPENBLAS_NUM_THREADS="2")  # a pool even on a 1-core machine
+    s = ForkServer(sys.executable, env, ("numpy",))
+    try:
+        assert s.ok, "a server that preloads numpy refused to start"
+        forked = s.run([str(script)], env, tmp_path, tmp_path, timeout=120)
+    finally:
+        s.close()
+    fresh = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+    assert forked.returncode == fresh.returncode == 0, forked.stderr + fresh.stderr
+    assert forked.stdout.split()[0] == fresh.stdout.split()[0]
+    assert np is not None
+
 def test_close_kills_and_collects_the_runs_nobody_waited_for(layout, server):
     root, _ = layout
     f = root / "sleep.py"
