@@ -32,7 +32,8 @@ from typing import Callable
 
 import pytest
 
-from dsv4_patch.build import STAMP, build_overlay, changed_files, overlay_key, venv_lock, venv_python
+from dsv4_patch.build import (DEFAULT_TORCH, STAMP, build_overlay, changed_files, ensure_venv, overlay_key,
+                              venv_lock, venv_python)
 from dsv4_patch.errors import Dsv4Error
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -84,11 +85,83 @@ def patched_venv_path(root: Path, base_tree: Path, patched_tree: Path, version: 
     return root / f"patched-{key[:16]}"
 
 
-def release_base(base_tree: Path, version: str) -> Path:
-    """The base venv of `version` as build_overlay installs it from its wheel (pruned), built if
-    missing: other releases' base venvs are clones of it (see v0_33/conftest.py)."""
-    base_venv = venv_cache() / f"{PACKAGE}-{version}" / "base"
+# --- the CPU recipe of a release's base venv --------------------------------------------------------
+# The checks run vLLM's Python modules on the CPU. The wheel also declares GPU-only dependencies: CUDA
+# kernel packages and CUDA builds that no check imports, 1.9 GB of the 5.5 GB that `pip install
+# vllm==0.27.1` puts on disk. So a base venv gets CPU torch, the release with --no-deps, and then every
+# dependency the release declares except these, at the versions pip resolves from the release's own
+# specifiers. The recipe is written into the base venv: a venv made by another recipe (the full
+# install earlier checkouts made) is removed with the clones made from it, and built again.
+GPU_ONLY = ("flashinfer-python", "nvidia-cutlass-dsl", "nvidia-cudnn-frontend", "tilelang", "tokenspeed-mla",
+            "quack-kernels", "pynvvideocodec", "humming-kernels", "fastsafetensors", "nvtx",
+            *PRUNE)
+RECIPE_FILE = ".dsv4-cpu-recipe"
+_DECLARED = r"""
+import json, re, sys
+from importlib.metadata import distribution
+from pip._vendor.packaging.requirements import Requirement
+drop = set(json.loads(sys.argv[1]))
+keep = []
+for text in distribution("vllm").requires or []:
+    req = Requirement(text)
+    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+        continue  # an extra's, or another platform's
+    if re.sub(r"[-_.]+", "-", req.name).lower() not in drop:
+        req.marker = None
+        keep.append(str(req))
+print(json.dumps(keep))
+"""
+
+
+def _recipe() -> str:
+    return json.dumps({"gpu_only": sorted(GPU_ONLY), "torch": os.environ.get("DSV4_BUILD_TORCH", DEFAULT_TORCH)},
+                      sort_keys=True)
+
+
+def current_recipe(root: Path) -> None:
+    """Remove root's venvs (base and the clones of it) when its base was not made by this recipe."""
+    base = root / "base"
+    with venv_lock(base):
+        if not base.exists():
+            return
+        marker = base / RECIPE_FILE
+        if marker.is_file() and marker.read_text() == _recipe():
+            return
+        for child in root.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+
+
+def install_cpu_release(venv: Path, version: str) -> None:
+    """The release and its CPU dependencies into a new venv (see GPU_ONLY); nothing is left of a
+    venv whose install failed."""
+    if venv_python(venv).exists():
+        return
     try:
+        py = str(ensure_venv(venv, None))
+        pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+        torch = f"torch=={os.environ.get('DSV4_BUILD_TORCH', DEFAULT_TORCH)}"
+        subprocess.run([*pip, torch], check=True, capture_output=True, text=True)
+        subprocess.run([*pip, "--no-deps", f"{PACKAGE}=={version}"], check=True, capture_output=True, text=True)
+        declared = subprocess.run([py, "-c", _DECLARED, json.dumps(GPU_ONLY)], check=True, capture_output=True,
+                                  text=True).stdout
+        reqs = [r for r in json.loads(declared) if not r.startswith("torch")]
+        subprocess.run([*pip, torch, *reqs], check=True, capture_output=True, text=True)
+        (venv / RECIPE_FILE).write_text(_recipe())
+    except BaseException:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise
+
+
+def release_base(base_tree: Path, version: str) -> Path:
+    """The base venv of `version`: the release's wheel with its CPU dependencies (see GPU_ONLY),
+    built if missing: other releases' base venvs are clones of it (see v0_33/conftest.py)."""
+    root = venv_cache() / f"{PACKAGE}-{version}"
+    base_venv = root / "base"
+    try:
+        current_recipe(root)
+        with venv_lock(base_venv):
+            install_cpu_release(base_venv, version)
         build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
         with venv_lock(base_venv):
             prune(venv_python(base_venv))
@@ -101,13 +174,17 @@ def release_base(base_tree: Path, version: str) -> Path:
 def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
                  make_base: Callable[[Path], None] | None = None) -> dict[bool, Path]:
     """{False: pristine venv, True: patched venv} for `version`. make_base(venv) installs the
-    release into a new base venv; None lets build_overlay install it from its wheel."""
+    release into a new base venv; None: the release's CPU recipe (install_cpu_release)."""
     root = venv_cache() / f"{PACKAGE}-{version}"
     base_venv = root / "base"
     try:
         patched_venv = patched_venv_path(root, base_tree, patched_tree, version)
+        current_recipe(root)
         if make_base is not None:
             make_base(base_venv)
+        else:
+            with venv_lock(base_venv):
+                install_cpu_release(base_venv, version)
         build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
         with venv_lock(base_venv):
             prune(venv_python(base_venv))
