@@ -7,7 +7,13 @@ environment, argv, working directory and sys.path as `python SCRIPT ARGS` would 
 the script as __main__ (runpy), its stdout and stderr going to files. For code that does not depend
 on which third-party modules are already imported, that is the same run as a fresh interpreter;
 the server refuses to start (and `run`/`spawn` fall back to a plain interpreter) when its imports
-left a thread running, since a fork copies only the thread that calls it.
+left a thread running, since a fork copies only the thread that calls it -- but for thread pools that
+stop themselves before a fork (numpy's OpenBLAS: one trial fork, then the threads are counted).
+
+Two modes. By default a run is forked when its interpreter start-up variables (STARTUP_VARS) are the
+server's; the rest of its environment is its own, which suits preloads checked not to read it (the
+SGLang probes'). Strict mode (`only_differ`) forks a run only when its environment is the server's
+but for the named prefixes, and refuses a server whose imports changed os.environ (the vLLM checks').
 
 Protocol (one JSON line each way): {"run": {...}} -> {"pid": N}; {"wait": N} -> {"rc": R} (R as
 subprocess reports it: negative for a signal). The server answers one request at a time.
@@ -27,6 +33,7 @@ from pathlib import Path
 _SERVER = r'''
 import json, os, sys, threading
 preload = json.loads(sys.argv[1])
+env_at_start = dict(os.environ)
 answer = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)  # what the imports print goes to stderr, never into the answers
 
@@ -38,21 +45,6 @@ def tasks():  # native threads too (a BLAS or OpenMP pool): a fork copies only t
         return threading.active_count()
 
 
-# numpy's OpenBLAS starts its thread pool when numpy is imported (torch imports numpy). That pool is
-# fork-safe: OpenBLAS stops it in a pthread_atfork handler before the fork and starts it again in
-# the child on first use. So the threads `import numpy` adds are not counted, when the library it
-# loaded is OpenBLAS; any other thread left by the imports still makes the server refuse.
-blas_pool = 0
-if "numpy" in preload:
-    before = tasks()
-    try:
-        import numpy  # noqa: F401
-    except Exception:  # noqa: BLE001
-        pass
-    else:
-        with open("/proc/self/maps") as maps:
-            if "openblas" in maps.read().lower():
-                blas_pool = tasks() - before
 for name in preload:
     try:
         __import__(name)
@@ -62,8 +54,18 @@ sys.stdout.flush()  # now, into stderr: never into a child's log
 sys.stderr.flush()
 base_path = [p for p in sys.path if p != ""]
 base_pp = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-threads = tasks() - blas_pool
-print(json.dumps({"ready": threads}), file=answer, flush=True)
+# numpy's OpenBLAS starts its thread pool when numpy is imported (torch imports numpy). The pool is
+# fork-safe: a pthread_atfork handler joins it before every fork, and the next threaded BLAS call
+# starts it again, in the parent or the child. So one trial fork stops such pools; a thread still
+# running after it belongs to a library that does not prepare for forks, and the server refuses.
+if tasks() > 1:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+threads = tasks()
+env_changed = sorted(k for k in {*env_at_start, *os.environ} if env_at_start.get(k) != os.environ.get(k))
+print(json.dumps({"ready": threads, "env_changed": env_changed}), file=answer, flush=True)
 if threads != 1:
     sys.exit(0)
 for line in sys.stdin:
@@ -94,8 +96,9 @@ for line in sys.stdin:
     os.environ.clear()
     os.environ.update(run["env"])
     script = os.path.abspath(run["argv"][0])
+    script_dir = os.path.dirname(os.path.realpath(script))  # as the interpreter sets sys.path[0]
     pp = [p for p in run["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:] = [os.path.dirname(script), *pp, *(p for p in base_path if p not in base_pp)]
+    sys.path[:] = [script_dir, *pp, *(p for p in base_path if p not in base_pp)]
     sys.argv = [script, *run["argv"][1:]]
     import runpy, traceback
     code = 0
@@ -118,38 +121,58 @@ for line in sys.stdin:
 # be forked from it (it gets a fresh interpreter instead).
 STARTUP_VARS = ("PYTHONWARNINGS", "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
                 "PYTHONOPTIMIZE", "PYTHONSAFEPATH", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONNOUSERSITE",
-                "PYTHONDEVMODE", "PYTHONFAULTHANDLER", "PYTHONTRACEMALLOC", "PYTHONHOME", "PYTHONSTARTUP")
+                "PYTHONDEVMODE", "PYTHONFAULTHANDLER", "PYTHONTRACEMALLOC", "PYTHONHOME", "PYTHONSTARTUP",
+                # read when a preloaded BLAS or OpenMP runtime loads (the thread count changes sums)
+                "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class ForkServer:
     """`spawn(argv, env, cwd, stdout, stderr) -> pid`, `wait(pid, timeout) -> rc`, `run(...)`:
     subprocess.run's answer. `ok` is False when the server could not start (then `run` and `spawn`
     are not to be used: the caller runs a plain interpreter). `close()` kills and collects the runs
-    nobody waited for; `wait` on one of those afterwards gives -9."""
+    nobody waited for; `wait` on one of those afterwards gives -9.
 
-    def __init__(self, python: str, env: dict[str, str], preload: tuple[str, ...]):
-        self.env = dict(env)
+    `only_differ` (prefixes): the strict mode, for preloaded modules that may read any variable at
+    import. A run is forked only when its environment equals the server's but for variables with
+    these prefixes (read by the scripts alone), and the server refuses to start when its imports
+    changed os.environ (a fresh interpreter would make that change later, after the script's own
+    first lines, and the child would not see it)."""
+
+    def __init__(self, python: str, env: dict[str, str], preload: tuple[str, ...],
+                 only_differ: tuple[str, ...] | None = None):
+        self.env, self.only_differ = dict(env), only_differ
         self._proc = subprocess.Popen([python, "-c", _SERVER, json.dumps(list(preload))], env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.ok, self._runs, self._pending, self._done = False, itertools.count(1), set(), {}
-        reply = self._read(timeout=600)
-        self.ok = bool(reply) and reply.get("ready") == 1
+        try:
+            reply = self._read(timeout=600)
+        except RuntimeError:  # it exited at start (an import that killed it): a plain interpreter then
+            reply = None
+        self.ok = bool(reply) and reply.get("ready") == 1 and not (only_differ is not None and reply.get("env_changed"))
         if not self.ok:
             self.close()
 
+    def _fixed(self, env: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if not k.startswith(self.only_differ or ())}
+
     def forkable(self, env: dict[str, str]) -> bool:
         """Whether a run with `env` is the run a fresh interpreter makes when forked from here."""
+        if self.only_differ is not None:
+            return self.ok and self._fixed(env) == self._fixed(self.env)
         return self.ok and all(env.get(k) == self.env.get(k) for k in STARTUP_VARS)
 
     def _read(self, timeout: float | None) -> dict | None:
+        """The next answer; None when none came within `timeout`. RuntimeError when the server is gone."""
         ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
         if not ready:
             return None
         line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the fork server exited")
         try:
-            return json.loads(line) if line else None
-        except ValueError:
-            return None
+            return json.loads(line)
+        except ValueError as e:
+            raise RuntimeError(f"the fork server answered {line!r}") from e
 
     def _ask(self, req: dict, timeout: float | None = 60) -> dict:
         if self._proc.poll() is not None or self._proc.stdin.closed:

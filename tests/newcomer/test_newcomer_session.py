@@ -75,6 +75,10 @@ class Session:
 
 
 def _seed(venvs: Path) -> None:
+    if str(ROOT / "tests" / "regress" / "vllm") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests" / "regress" / "vllm"))
+    from _vllm_venvs import RECIPE_FILE
+
     venvs.mkdir(parents=True, exist_ok=True)
     if not SHARED_VENVS.is_dir():
         return
@@ -82,6 +86,8 @@ def _seed(venvs: Path) -> None:
         if not d.is_dir() or d.name.startswith("."):
             continue
         if (d / "base").is_dir():  # a vLLM release: its install only; the run overlays its own clones
+            if not (d / "base" / RECIPE_FILE).is_file():
+                continue  # another recipe's (the full install of older checkouts): not what the run uses
             (venvs / d.name).mkdir()
             with venv_lock(d / "base"):  # never a copy of one that is being installed
                 subprocess.run(["cp", "-al", str(d / "base"), str(venvs / d.name / "base")], check=True)
@@ -111,7 +117,7 @@ def _resolve_markers(path: Path) -> None:
 def _shared_release_install(dsv4_tree) -> None:
     """The v0.27.1 release install in the shared venv cache, built (or waited for, under its lock)
     when missing: on an empty cache the regression tests on the other worker build the same one, and
-    two 5.4 GB installs side by side would double the longest step of a cold run."""
+    two 3.6 GB installs side by side would double the longest step of a cold run."""
     sys.path.insert(0, str(ROOT / "tests" / "regress" / "vllm"))
     from _vllm_venvs import release_base, release_version
 

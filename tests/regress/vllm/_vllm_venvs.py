@@ -1,9 +1,10 @@
 """The overlay venvs and check runner shared by the vLLM regression tests of every release.
 
-A release's pair of venvs lives in DSV4_VENV_CACHE (default ~/.cache/dsv4-patch/venvs):
+A release's venvs live in DSV4_VENV_CACHE (default ~/.cache/dsv4-patch/venvs), in a folder named by
+the release and the CPU recipe (release_root):
 
-    vllm-<version>/base              the release as installed (no overlay)
-    vllm-<version>/patched-<key>     a hard-link clone of base with one patched tree's files overlaid
+    vllm-<version>-cpu-<hash>/base             the release as the CPU recipe below installs it
+    vllm-<version>-cpu-<hash>/patched-<key>    a hard-link clone of base, one patched tree's files overlaid
 
 The patched clone is named by the overlay's key (dsv4_patch.build.overlay_key: the changed paths and
 their bytes), not just `patched`: the cache is shared by every checkout and by the child pytest runs
@@ -13,11 +14,13 @@ entries. Every write (install, prune, clone) holds the venv's lock (dsv4_patch.b
 parallel workers (pytest-xdist) and parallel checkouts wait for each other instead of racing.
 
 How the base venv gets the release differs per release (conftest.py files say which); the rest is
-here: the clone, the overlay, and running one check script per venv once per session.
+here: the CPU recipe, the clone, the overlay, the fork server the checks run under, and running one
+check script per venv once per run.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -35,6 +38,7 @@ import pytest
 from dsv4_patch.build import (DEFAULT_TORCH, STAMP, build_overlay, changed_files, ensure_venv, overlay_key,
                               venv_lock, venv_python)
 from dsv4_patch.errors import Dsv4Error
+from dsv4_patch.regress import RUN_DIR_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = "vllm"
@@ -62,7 +66,7 @@ def prune(py: Path) -> None:
 
 
 def hardlink_clone(src: Path, dst: Path, prepare: Callable[[Path], None] | None = None) -> None:
-    """dst as a hard-link copy of venv src (no second install, no second 5 GB); build_overlay and
+    """dst as a hard-link copy of venv src (no second install, no second 3.6 GB); build_overlay and
     pip write new inodes, so src never sees what is done to dst. Built aside, moved in whole, under
     the locks of src (nobody writes it meanwhile) and dst (one cloner; the others then find it)."""
     if venv_python(dst).exists():
@@ -87,22 +91,26 @@ def patched_venv_path(root: Path, base_tree: Path, patched_tree: Path, version: 
 
 # --- the CPU recipe of a release's base venv --------------------------------------------------------
 # The checks run vLLM's Python modules on the CPU. The wheel also declares GPU-only dependencies: CUDA
-# kernel packages and CUDA builds that no check imports, 1.9 GB of the 5.5 GB that `pip install
-# vllm==0.27.1` puts on disk. So a base venv gets CPU torch, the release with --no-deps, and then every
-# dependency the release declares except these, at the versions pip resolves from the release's own
-# specifiers. The recipe is written into the base venv: a venv made by another recipe (the full
-# install earlier checkouts made) is removed with the clones made from it, and built again.
+# kernel packages and CUDA builds that the CPU checks do not need, 1.9 GB of the 5.5 GB that `pip
+# install vllm==0.27.1` puts on disk. So a base venv gets CPU torch, the release with --no-deps, and
+# then every dependency the release declares except these, at the versions pip resolves from the
+# release's own specifiers (a release whose modules import one of them at module level installs it
+# itself, as v0_33/conftest.py does humming-kernels). The recipe is part of the venvs' folder name
+# (release_root), so checkouts with another recipe -- or the full install older checkouts made in
+# vllm-<version>/ -- share the cache without touching each other's venvs.
 GPU_ONLY = ("flashinfer-python", "nvidia-cutlass-dsl", "nvidia-cudnn-frontend", "tilelang", "tokenspeed-mla",
             "quack-kernels", "pynvvideocodec", "humming-kernels", "fastsafetensors", "nvtx",
             *PRUNE)
-RECIPE_FILE = ".dsv4-cpu-recipe"
-_DECLARED = r"""
+RECIPE_FILE = ".dsv4-cpu-recipe"  # written last: a base venv without it is an install that did not finish
+# The release's declared dependencies (its installed metadata) but the named ones, markers evaluated
+# for this interpreter, extras kept: argv[1] the dist, argv[2] the JSON list of normalized names.
+DECLARED = r"""
 import json, re, sys
 from importlib.metadata import distribution
 from pip._vendor.packaging.requirements import Requirement
-drop = set(json.loads(sys.argv[1]))
+drop = set(json.loads(sys.argv[2]))
 keep = []
-for text in distribution("vllm").requires or []:
+for text in distribution(sys.argv[1]).requires or []:
     req = Requirement(text)
     if req.marker is not None and not req.marker.evaluate({"extra": ""}):
         continue  # an extra's, or another platform's
@@ -113,40 +121,42 @@ print(json.dumps(keep))
 """
 
 
+def _torch_pin() -> str:
+    return os.environ.get("DSV4_BUILD_TORCH", DEFAULT_TORCH)  # "" = take the release's (as build.py)
+
+
 def _recipe() -> str:
-    return json.dumps({"gpu_only": sorted(GPU_ONLY), "torch": os.environ.get("DSV4_BUILD_TORCH", DEFAULT_TORCH)},
-                      sort_keys=True)
+    return json.dumps({"gpu_only": sorted(GPU_ONLY), "torch": _torch_pin()}, sort_keys=True)
 
 
-def current_recipe(root: Path) -> None:
-    """Remove root's venvs (base and the clones of it) when its base was not made by this recipe."""
-    base = root / "base"
-    with venv_lock(base):
-        if not base.exists():
-            return
-        marker = base / RECIPE_FILE
-        if marker.is_file() and marker.read_text() == _recipe():
-            return
-        for child in root.iterdir():
-            if child.is_dir():
-                shutil.rmtree(child)
+def release_root(version: str) -> Path:
+    """The folder of `version`'s venvs made by this recipe: vllm-<version>-cpu-<recipe hash>."""
+    return venv_cache() / f"{PACKAGE}-{version}-cpu-{hashlib.sha256(_recipe().encode()).hexdigest()[:8]}"
+
+
+def declared_dependencies(py: str, dist: str, drop: tuple[str, ...]) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    out = subprocess.run([py, "-c", DECLARED, dist, json.dumps(list(drop))], check=True, capture_output=True,
+                         text=True, env=env).stdout
+    return json.loads(out)
 
 
 def install_cpu_release(venv: Path, version: str) -> None:
-    """The release and its CPU dependencies into a new venv (see GPU_ONLY); nothing is left of a
-    venv whose install failed."""
-    if venv_python(venv).exists():
+    """The release and its CPU dependencies into `venv` (see GPU_ONLY), unless a finished install is
+    there; an unfinished one is removed first, and so is the venv of an install that fails. The
+    caller holds the venv's lock."""
+    if (venv / RECIPE_FILE).is_file():
         return
+    shutil.rmtree(venv, ignore_errors=True)
     try:
         py = str(ensure_venv(venv, None))
         pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-        torch = f"torch=={os.environ.get('DSV4_BUILD_TORCH', DEFAULT_TORCH)}"
-        subprocess.run([*pip, torch], check=True, capture_output=True, text=True)
+        torch = [f"torch=={_torch_pin()}"] if _torch_pin() else []
+        if torch:
+            subprocess.run([*pip, *torch], check=True, capture_output=True, text=True)
         subprocess.run([*pip, "--no-deps", f"{PACKAGE}=={version}"], check=True, capture_output=True, text=True)
-        declared = subprocess.run([py, "-c", _DECLARED, json.dumps(GPU_ONLY)], check=True, capture_output=True,
-                                  text=True).stdout
-        reqs = [r for r in json.loads(declared) if not r.startswith("torch")]
-        subprocess.run([*pip, torch, *reqs], check=True, capture_output=True, text=True)
+        reqs = declared_dependencies(py, PACKAGE, GPU_ONLY + (("torch",) if torch else ()))
+        subprocess.run([*pip, *torch, *reqs], check=True, capture_output=True, text=True)
         (venv / RECIPE_FILE).write_text(_recipe())
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
@@ -156,10 +166,8 @@ def install_cpu_release(venv: Path, version: str) -> None:
 def release_base(base_tree: Path, version: str) -> Path:
     """The base venv of `version`: the release's wheel with its CPU dependencies (see GPU_ONLY),
     built if missing: other releases' base venvs are clones of it (see v0_33/conftest.py)."""
-    root = venv_cache() / f"{PACKAGE}-{version}"
-    base_venv = root / "base"
+    base_venv = release_root(version) / "base"
     try:
-        current_recipe(root)
         with venv_lock(base_venv):
             install_cpu_release(base_venv, version)
         build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
@@ -175,11 +183,10 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
                  make_base: Callable[[Path], None] | None = None) -> dict[bool, Path]:
     """{False: pristine venv, True: patched venv} for `version`. make_base(venv) installs the
     release into a new base venv; None: the release's CPU recipe (install_cpu_release)."""
-    root = venv_cache() / f"{PACKAGE}-{version}"
+    root = release_root(version)
     base_venv = root / "base"
     try:
         patched_venv = patched_venv_path(root, base_tree, patched_tree, version)
-        current_recipe(root)
         if make_base is not None:
             make_base(base_venv)
         else:
@@ -237,21 +244,99 @@ def check_env(extra_env: dict[str, str] | None, pythonpath: list[Path]) -> dict[
     return env
 
 
+# --- a fork server per venv ------------------------------------------------------------------------
+# A check spends ~11 s of its ~15 s importing; ~5 s of that is numpy, torch, transformers, openai and
+# aiohttp, which vLLM imports from its modules. A fork server in the venv imports those once
+# (tests/_forkserver.py, strict mode) and each check runs as a child of it. Strict mode forks a run
+# only when its environment is the server's but for the DSV4_ variables the checks read and pytest's
+# PYTEST_CURRENT_TEST; what the checks set themselves before their imports (TRITON_INTERPRET, VLLM_
+# switches) none of the five reads at import. Left out: torch._inductor and torch._dynamo (and
+# transformers' image processors, which import them), since vllm.env_override sets TORCHINDUCTOR_
+# variables before importing them, and anything of vLLM (importing it resolves the platform, which
+# the ROCm checks set up first). Every check's answer forked was compared with a fresh interpreter's
+# (docs/architecture.md); test_check_forkserver.py keeps one of them in the suite.
+# At most two servers per process (a test file asks for the patched venv and the pristine one), ~0.4
+# GB each, closed after the last test of this folder and at exit; a server that dies is dropped and
+# its check run in a fresh interpreter. DSV4_VLLM_FORKSERVER=0: a fresh interpreter for every check.
+FORKSERVER_ENV = "DSV4_VLLM_FORKSERVER"
+PRELOAD = ("numpy", "torch", "transformers", "openai.types.responses", "aiohttp")
+FREE_PREFIXES = ("DSV4_", "PYTEST_CURRENT_TEST")
+MAX_SERVERS = 2
+_servers: dict[tuple[str, str], dict] = {}  # (python, its fixed env) -> {"server": ForkServer|None, "logs"}
+
+
+def _fixed(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not k.startswith(FREE_PREFIXES)}
+
+
+def _drop(key: tuple[str, str]) -> None:
+    entry = _servers.pop(key, None)
+    if entry and entry["server"] is not None:
+        entry["server"].close()
+    if entry:
+        shutil.rmtree(entry["logs"], ignore_errors=True)
+
+
+def close_servers() -> None:
+    for key in list(_servers):
+        _drop(key)
+
+
+atexit.register(close_servers)
+
+
+def _fork_server(python: str, env: dict[str, str]):
+    """(key, server) for a run of `python` with `env`; server None where it cannot be forked."""
+    if os.environ.get(FORKSERVER_ENV, "1") == "0":
+        return None, None
+    fixed = _fixed(env)
+    key = (python, json.dumps(fixed, sort_keys=True))
+    if key not in _servers:
+        from _forkserver import ForkServer
+
+        while len(_servers) >= MAX_SERVERS:
+            _drop(next(iter(_servers)))  # the oldest
+        t0 = time.monotonic()
+        server = ForkServer(python, fixed, PRELOAD, only_differ=FREE_PREFIXES)
+        memo = os.environ.get(MEMO_ENV)
+        if memo and Path(memo).is_dir():
+            venv = Path(python).parents[1]
+            _log(memo, f"fork server {'started' if server.ok else 'refused'} in {venv.parent.name}/{venv.name} "
+                       f"({time.monotonic() - t0:.1f} s)")
+        run_dir = os.environ.get(RUN_DIR_ENV)
+        _servers[key] = {"server": server if server.ok else None,
+                         "logs": Path(tempfile.mkdtemp(prefix="dsv4-vllm-checks-", dir=run_dir if run_dir and
+                                                       Path(run_dir).is_dir() else None))}
+    server = _servers[key]["server"]
+    return key, server if server is not None and server.forkable(env) else None
+
+
 def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900,
-                extra_env: dict[str, str] | None = None, env: dict[str, str] | None = None):
+                extra_env: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                fork: bool = True) -> subprocess.CompletedProcess:
+    """`python script` in venv, as a child of the venv's fork server where it can be (`fork`)."""
     env = env if env is not None else check_env(extra_env, pythonpath)
-    return subprocess.run([str(venv_python(venv)), str(script)], capture_output=True, text=True,
-                          env=env, cwd=str(ROOT), timeout=timeout)
+    python = str(venv_python(venv))
+    key, server = _fork_server(python, env) if fork else (None, None)
+    if server is not None:
+        try:
+            return server.run([str(script)], env, ROOT, _servers[key]["logs"], timeout=timeout)
+        except RuntimeError:  # the server died: drop it (no second try in this process)
+            server.close()
+            _servers[key]["server"] = None
+    return subprocess.run([python, str(script)], capture_output=True, text=True, env=env, cwd=str(ROOT),
+                          timeout=timeout)
 
 
 # --- one computation per run ----------------------------------------------------------------------
 # A check's result is a function of what it runs: its script and the files it imports from the repo,
 # the release, overlay and installed distributions of the venv it runs in, the patched tree it reads
 # in-tree tests from, and the environment variables it or its libraries read. Within one test run
-# (tests/conftest.py sets DSV4_CHECK_MEMO to a folder in the run's folder, removed after the run) the same computation asked for again -- by `dsv4-patch regress`'s
-# child pytest, by bump/pin intent tests, by the newcomer session's own regress -- is read back
-# instead of recomputed. The folder never outlives the run, so every distinct check still runs at
-# least once in every run: nothing is carried from an earlier run.
+# (tests/conftest.py sets DSV4_CHECK_MEMO to a folder in the run's folder, removed after the run)
+# the same computation asked for again -- by `dsv4-patch regress`'s child pytest, by bump/pin
+# intent tests, by the newcomer session's own regress -- is read back instead of recomputed. The
+# folder never outlives the run, so every distinct check still runs at least once in every run:
+# nothing is carried from an earlier run.
 MEMO_ENV = "DSV4_CHECK_MEMO"
 _SOURCES = (ROOT / "kernels", Path(__file__).resolve().parent)  # kernels/ oracles, checks/, harness
 _digest_of_sources: str | None = None

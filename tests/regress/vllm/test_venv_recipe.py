@@ -1,46 +1,74 @@
-"""The CPU recipe of the vLLM base venvs (_vllm_venvs.py): a cached venv made by another recipe is
-removed with the clones made from it, one made by this recipe is kept, and an install that fails
-leaves no venv behind for the next run to mistake for a finished one."""
+"""The CPU recipe of the vLLM base venvs (_vllm_venvs.py): the release's declared dependencies but
+the GPU-only ones, read from its metadata; venvs of another recipe live in another folder; an
+install that did not finish is not taken for a finished one, and one that fails leaves nothing."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
 import _vllm_venvs as V
 
-
-def _fake_venv(path, marker: str | None):
-    (path / "bin").mkdir(parents=True)
-    (path / "bin" / "python").write_text("")
-    if marker is not None:
-        (path / V.RECIPE_FILE).write_text(marker)
-
-
-@pytest.mark.parametrize("marker", [None, "{\"gpu_only\": [], \"torch\": \"2.0\"}"], ids=["full-install", "older-recipe"])
-def test_a_base_of_another_recipe_is_removed_with_its_clones(tmp_path, marker):
-    root = tmp_path / "vllm-0.27.1"
-    _fake_venv(root / "base", marker)
-    _fake_venv(root / "patched-0123456789abcdef", marker)
-    V.current_recipe(root)
-    assert not (root / "base").exists() and not (root / "patched-0123456789abcdef").exists()
-
-
-def test_a_base_of_this_recipe_is_kept(tmp_path):
-    root = tmp_path / "vllm-0.27.1"
-    _fake_venv(root / "base", V._recipe())
-    _fake_venv(root / "patched-0123456789abcdef", V._recipe())
-    V.current_recipe(root)
-    assert (root / "base" / "bin" / "python").exists() and (root / "patched-0123456789abcdef").exists()
+METADATA = """\
+Metadata-Version: 2.1
+Name: fakevllm
+Version: 1.0
+Requires-Dist: regex
+Requires-Dist: mistral_common[image]>=1.11.6
+Requires-Dist: llguidance<1.8.0,>=1.7.0; platform_machine == "x86_64" or platform_machine == "aarch64"
+Requires-Dist: never-here; platform_system == "NoSuchOS"
+Requires-Dist: torch==2.13.0
+Requires-Dist: torchvision==0.28.0
+Requires-Dist: PyNvVideoCodec==2.0.4
+Requires-Dist: flashinfer_python==0.6.16.post3
+Requires-Dist: nvidia-cutlass-dsl[cu13]==4.6.0
+Requires-Dist: pytest; extra == "test"
+"""
 
 
-def test_a_failed_install_leaves_no_venv(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSV4_BUILD_TORCH", "not-a-version")  # pip refuses the requirement at once
+def test_declared_dependencies_leave_out_the_gpu_only_ones_extras_and_other_platforms(tmp_path, monkeypatch):
+    import platform
+
+    info = tmp_path / "fakevllm-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(METADATA)
+    monkeypatch.setenv("PYTHONPATH", "/nonexistent")  # not handed on: the venv's own metadata decides
+    # found the way an installed distribution is: on the interpreter's path
+    monkeypatch.setattr(V, "DECLARED", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + V.DECLARED)
+    got = V.declared_dependencies(sys.executable, "fakevllm", V.GPU_ONLY + ("torch",))
+    want = ["regex", "mistral_common[image]>=1.11.6"]
+    if platform.machine() in ("x86_64", "aarch64"):
+        want.append("llguidance<1.8.0,>=1.7.0")
+    assert got == want
+
+
+def test_another_recipe_lives_in_another_folder(monkeypatch):
+    here = V.release_root("0.27.1")
+    monkeypatch.setenv("DSV4_BUILD_TORCH", "2.0.0")
+    assert V.release_root("0.27.1") != here
+    assert here.name.startswith("vllm-0.27.1-cpu-") and here.name != "vllm-0.27.1"  # not the full install's
+
+
+def test_an_unfinished_install_is_removed_before_installing(tmp_path, monkeypatch):
     venv = tmp_path / "base"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")  # what a killed install leaves: no recipe file
+    (venv / "half-written").write_text("")
+    monkeypatch.setenv("DSV4_BUILD_TORCH", "not-a-version")  # pip then refuses the first requirement
     with pytest.raises(subprocess.CalledProcessError):
         V.install_cpu_release(venv, "0.27.1")
     assert not venv.exists()
+
+
+def test_a_finished_install_is_kept(tmp_path):
+    venv = tmp_path / "base"
+    venv.mkdir()
+    (venv / V.RECIPE_FILE).write_text(V._recipe())
+    (venv / "kept").write_text("")
+    V.install_cpu_release(venv, "0.27.1")  # nothing to do: no pip run
+    assert (venv / "kept").exists()
 
 
 def test_gpu_only_names_are_normalized_distribution_names():

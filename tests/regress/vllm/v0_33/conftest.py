@@ -58,7 +58,7 @@ def _make_base_venv(venv: Path, old_base_tree) -> None:
     def install(tmp: Path) -> None:
         (tmp / ".dsv4-build.json").unlink(missing_ok=True)  # a hard link: unlink, never rewrite
         # humming-kernels: vLLM 0.33.0 pins 0.1.19 (requirements/cuda.txt) and imports it at module
-        # level (quantization/utils/humming); the v0.27.1 venv has 0.1.10. Pure Python, no deps.
+        # level (quantization/utils/humming); the v0.27.1 venv has none (GPU_ONLY). Pure Python, no deps.
         # The tool's archive cache may hold the release's wheel already (the DeepGEMM 2.8.1 source
         # reads it, sha256-checked): install that file rather than download 336 MB again.
         cached = sorted((Cache.default().root / "archives").glob(f"{PACKAGE}-{VERSION}-*.whl"))
