@@ -9,11 +9,8 @@ on which third-party modules are already imported, that is the same run as a fre
 the server refuses to start (and `run`/`spawn` fall back to a plain interpreter) when its imports
 left a thread running, since a fork copies only the thread that calls it -- but for thread pools that
 stop themselves before a fork (numpy's OpenBLAS: one trial fork, then the threads are counted).
-
-Two modes. By default a run is forked when its interpreter start-up variables (STARTUP_VARS) are the
-server's; the rest of its environment is its own, which suits preloads checked not to read it (the
-SGLang probes'). Strict mode (`only_differ`) forks a run only when its environment is the server's
-but for the named prefixes, and refuses a server whose imports changed os.environ (the vLLM checks').
+A run is forked when its interpreter start-up variables (STARTUP_VARS) are the server's; the rest of
+its environment is its own, which suits preloads checked not to read it (the SGLang probes').
 
 Protocol (one JSON line each way): {"run": {...}} -> {"pid": N}; {"wait": N} -> {"rc": R} (R as
 subprocess reports it: negative for a signal). The server answers one request at a time.
@@ -33,7 +30,6 @@ from pathlib import Path
 _SERVER = r'''
 import json, os, sys, threading
 preload = json.loads(sys.argv[1])
-env_at_start = dict(os.environ)
 answer = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)  # what the imports print goes to stderr, never into the answers
 
@@ -64,8 +60,7 @@ if tasks() > 1:
         os._exit(0)
     os.waitpid(pid, 0)
 threads = tasks()
-env_changed = sorted(k for k in {*env_at_start, *os.environ} if env_at_start.get(k) != os.environ.get(k))
-print(json.dumps({"ready": threads, "env_changed": env_changed}), file=answer, flush=True)
+print(json.dumps({"ready": threads}), file=answer, flush=True)
 if threads != 1:
     sys.exit(0)
 for line in sys.stdin:
@@ -130,17 +125,10 @@ class ForkServer:
     """`spawn(argv, env, cwd, stdout, stderr) -> pid`, `wait(pid, timeout) -> rc`, `run(...)`:
     subprocess.run's answer. `ok` is False when the server could not start (then `run` and `spawn`
     are not to be used: the caller runs a plain interpreter). `close()` kills and collects the runs
-    nobody waited for; `wait` on one of those afterwards gives -9.
+    nobody waited for; `wait` on one of those afterwards gives -9."""
 
-    `only_differ` (prefixes): the strict mode, for preloaded modules that may read any variable at
-    import. A run is forked only when its environment equals the server's but for variables with
-    these prefixes (read by the scripts alone), and the server refuses to start when its imports
-    changed os.environ (a fresh interpreter would make that change later, after the script's own
-    first lines, and the child would not see it)."""
-
-    def __init__(self, python: str, env: dict[str, str], preload: tuple[str, ...],
-                 only_differ: tuple[str, ...] | None = None):
-        self.env, self.only_differ = dict(env), only_differ
+    def __init__(self, python: str, env: dict[str, str], preload: tuple[str, ...]):
+        self.env = dict(env)
         self._proc = subprocess.Popen([python, "-c", _SERVER, json.dumps(list(preload))], env=env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.ok, self._runs, self._pending, self._done = False, itertools.count(1), set(), {}
@@ -148,17 +136,12 @@ class ForkServer:
             reply = self._read(timeout=600)
         except RuntimeError:  # it exited at start (an import that killed it): a plain interpreter then
             reply = None
-        self.ok = bool(reply) and reply.get("ready") == 1 and not (only_differ is not None and reply.get("env_changed"))
+        self.ok = bool(reply) and reply.get("ready") == 1
         if not self.ok:
             self.close()
 
-    def _fixed(self, env: dict[str, str]) -> dict[str, str]:
-        return {k: v for k, v in env.items() if not k.startswith(self.only_differ or ())}
-
     def forkable(self, env: dict[str, str]) -> bool:
         """Whether a run with `env` is the run a fresh interpreter makes when forked from here."""
-        if self.only_differ is not None:
-            return self.ok and self._fixed(env) == self._fixed(self.env)
         return self.ok and all(env.get(k) == self.env.get(k) for k in STARTUP_VARS)
 
     def _read(self, timeout: float | None) -> dict | None:

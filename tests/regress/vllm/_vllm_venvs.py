@@ -14,13 +14,11 @@ entries. Every write (install, prune, clone) holds the venv's lock (dsv4_patch.b
 parallel workers (pytest-xdist) and parallel checkouts wait for each other instead of racing.
 
 How the base venv gets the release differs per release (conftest.py files say which); the rest is
-here: the CPU recipe, the clone, the overlay, the fork server the checks run under, and running one
-check script per venv once per run.
+here: the CPU recipe, the clone, the overlay, and running one check script per venv once per run.
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
@@ -38,7 +36,6 @@ import pytest
 from dsv4_patch.build import (DEFAULT_TORCH, STAMP, build_overlay, changed_files, ensure_venv, overlay_key,
                               venv_lock, venv_python)
 from dsv4_patch.errors import Dsv4Error
-from dsv4_patch.regress import RUN_DIR_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = "vllm"
@@ -244,88 +241,11 @@ def check_env(extra_env: dict[str, str] | None, pythonpath: list[Path]) -> dict[
     return env
 
 
-# --- a fork server per venv ------------------------------------------------------------------------
-# A check spends ~11 s of its ~15 s importing; ~5 s of that is numpy, torch, transformers, openai and
-# aiohttp, which vLLM imports from its modules. A fork server in the venv imports those once
-# (tests/_forkserver.py, strict mode) and each check runs as a child of it. Strict mode forks a run
-# only when its environment is the server's but for the DSV4_ variables the checks read and pytest's
-# PYTEST_CURRENT_TEST; what the checks set themselves before their imports (TRITON_INTERPRET, VLLM_
-# switches) none of the five reads at import. Left out: torch._inductor and torch._dynamo (and
-# transformers' image processors, which import them), since vllm.env_override sets TORCHINDUCTOR_
-# variables before importing them, and anything of vLLM (importing it resolves the platform, which
-# the ROCm checks set up first). Every check's answer forked was compared with a fresh interpreter's
-# (docs/architecture.md); test_check_forkserver.py keeps one of them in the suite.
-# At most two servers per process (a test file asks for the patched venv and the pristine one), ~0.4
-# GB each, closed after the last test of this folder and at exit; a server that dies is dropped and
-# its check run in a fresh interpreter. DSV4_VLLM_FORKSERVER=0: a fresh interpreter for every check.
-FORKSERVER_ENV = "DSV4_VLLM_FORKSERVER"
-PRELOAD = ("numpy", "torch", "transformers", "openai.types.responses", "aiohttp")
-FREE_PREFIXES = ("DSV4_", "PYTEST_CURRENT_TEST")
-MAX_SERVERS = 2
-_servers: dict[tuple[str, str], dict] = {}  # (python, its fixed env) -> {"server": ForkServer|None, "logs"}
-
-
-def _fixed(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if not k.startswith(FREE_PREFIXES)}
-
-
-def _drop(key: tuple[str, str]) -> None:
-    entry = _servers.pop(key, None)
-    if entry and entry["server"] is not None:
-        entry["server"].close()
-    if entry:
-        shutil.rmtree(entry["logs"], ignore_errors=True)
-
-
-def close_servers() -> None:
-    for key in list(_servers):
-        _drop(key)
-
-
-atexit.register(close_servers)
-
-
-def _fork_server(python: str, env: dict[str, str]):
-    """(key, server) for a run of `python` with `env`; server None where it cannot be forked."""
-    if os.environ.get(FORKSERVER_ENV, "1") == "0":
-        return None, None
-    fixed = _fixed(env)
-    key = (python, json.dumps(fixed, sort_keys=True))
-    if key not in _servers:
-        from _forkserver import ForkServer
-
-        while len(_servers) >= MAX_SERVERS:
-            _drop(next(iter(_servers)))  # the oldest
-        t0 = time.monotonic()
-        server = ForkServer(python, fixed, PRELOAD, only_differ=FREE_PREFIXES)
-        memo = os.environ.get(MEMO_ENV)
-        if memo and Path(memo).is_dir():
-            venv = Path(python).parents[1]
-            _log(memo, f"fork server {'started' if server.ok else 'refused'} in {venv.parent.name}/{venv.name} "
-                       f"({time.monotonic() - t0:.1f} s)")
-        run_dir = os.environ.get(RUN_DIR_ENV)
-        _servers[key] = {"server": server if server.ok else None,
-                         "logs": Path(tempfile.mkdtemp(prefix="dsv4-vllm-checks-", dir=run_dir if run_dir and
-                                                       Path(run_dir).is_dir() else None))}
-    server = _servers[key]["server"]
-    return key, server if server is not None and server.forkable(env) else None
-
-
 def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: int = 900,
-                extra_env: dict[str, str] | None = None, env: dict[str, str] | None = None,
-                fork: bool = True) -> subprocess.CompletedProcess:
-    """`python script` in venv, as a child of the venv's fork server where it can be (`fork`)."""
+                extra_env: dict[str, str] | None = None, env: dict[str, str] | None = None):
     env = env if env is not None else check_env(extra_env, pythonpath)
-    python = str(venv_python(venv))
-    key, server = _fork_server(python, env) if fork else (None, None)
-    if server is not None:
-        try:
-            return server.run([str(script)], env, ROOT, _servers[key]["logs"], timeout=timeout)
-        except RuntimeError:  # the server died: drop it (no second try in this process)
-            server.close()
-            _servers[key]["server"] = None
-    return subprocess.run([python, str(script)], capture_output=True, text=True, env=env, cwd=str(ROOT),
-                          timeout=timeout)
+    return subprocess.run([str(venv_python(venv)), str(script)], capture_output=True, text=True,
+                          env=env, cwd=str(ROOT), timeout=timeout)
 
 
 # --- one computation per run ----------------------------------------------------------------------

@@ -2,11 +2,11 @@
 
 The patched upstream modules are imported from an install of the pinned release (its wheel from
 PyPI with the dependencies it declares but the GPU-only ones: _vllm_venvs.py, GPU_ONLY) with the
-stack's patched Python files overlaid by dsv4_patch.build.build_overlay, and exercised on CPU. Two venvs live in a cache outside the repo (DSV4_VENV_CACHE, default
-~/.cache/dsv4-patch/venvs):
+stack's patched Python files overlaid by dsv4_patch.build.build_overlay, and exercised on CPU. The
+venvs live in a cache outside the repo (DSV4_VENV_CACHE, default ~/.cache/dsv4-patch/venvs):
 
-    vllm-0.27.1/base      the release as installed from its wheel, CPU recipe (no overlay)
-    vllm-0.27.1/patched   a hard-link clone of base with the patched files overlaid
+    vllm-0.27.1-cpu-<recipe>/base             the release as the CPU recipe installs it (no overlay)
+    vllm-0.27.1-cpu-<recipe>/patched-<key>    a hard-link clone of base with the patched files overlaid
 
 The first run installs once (a few minutes); later runs reuse both (build_overlay's stamp).
 
@@ -23,11 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_venvs import check_runner, close_servers, overlay_pair, release_version
+from _vllm_venvs import check_runner, overlay_pair, release_version
 
-HERE = Path(__file__).resolve().parent
-CHECKS = HERE / "checks"
-VERSION = "0.27.1"  # the pin; the release is installed from its wheel beside CPU torch 2.13.0 (CPU recipe)
+CHECKS = Path(__file__).resolve().parent / "checks"
+VERSION = "0.27.1"  # the pin; installed from its wheel beside CPU torch 2.13.0 (the CPU recipe)
 
 
 @pytest.fixture(scope="session")
@@ -46,11 +45,3 @@ def vllm_venvs(dsv4_tree) -> dict[bool, Path]:
 @pytest.fixture(scope="session")
 def vllm_check(vllm_venvs, dsv4_tree):
     return check_runner(vllm_venvs, [CHECKS], dsv4_tree("vllm"))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item, nextitem):
-    """The checks' fork server (_vllm_venvs.py) is not kept while this worker runs other folders'
-    tests: closed after the last test here (v0_33 included), started again if a later test asks."""
-    if nextitem is None or HERE not in Path(nextitem.path).parents:
-        close_servers()
