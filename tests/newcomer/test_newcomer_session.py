@@ -74,10 +74,17 @@ class Session:
         return "\n".join(self.log)
 
 
-def _seed(venvs: Path) -> None:
+def _vllm_venvs():
+    """tests/regress/vllm/_vllm_venvs.py: the shared venv cache's layout and its release install."""
     if str(ROOT / "tests" / "regress" / "vllm") not in sys.path:
         sys.path.insert(0, str(ROOT / "tests" / "regress" / "vllm"))
-    from _vllm_venvs import RECIPE_FILE
+    import _vllm_venvs
+
+    return _vllm_venvs
+
+
+def _seed(venvs: Path) -> None:
+    RECIPE_FILE = _vllm_venvs().RECIPE_FILE
 
     venvs.mkdir(parents=True, exist_ok=True)
     if not SHARED_VENVS.is_dir():
@@ -118,12 +125,10 @@ def _shared_release_install(dsv4_tree) -> None:
     """The v0.27.1 release install in the shared venv cache, built (or waited for, under its lock)
     when missing: on an empty cache the regression tests on the other worker build the same one, and
     two 3.6 GB installs side by side would double the longest step of a cold run."""
-    sys.path.insert(0, str(ROOT / "tests" / "regress" / "vllm"))
-    from _vllm_venvs import release_base, release_version
-
+    v = _vllm_venvs()
     pin = dsv4_tree("vllm", patched=False)
-    if release_version(pin) == "0.27.1":
-        release_base(pin, "0.27.1")  # under the venv's lock: a half-built one is waited for
+    if v.release_version(pin) == "0.27.1":
+        v.release_base(pin, "0.27.1")  # under the venv's lock: a half-built one is waited for
 
 
 def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):

@@ -160,30 +160,17 @@ def install_cpu_release(venv: Path, version: str) -> None:
         raise
 
 
-def release_base(base_tree: Path, version: str) -> Path:
-    """The base venv of `version`: the release's wheel with its CPU dependencies (see GPU_ONLY),
-    built if missing: other releases' base venvs are clones of it (see v0_33/conftest.py)."""
+def _fail(what: str, e: Exception):
+    msg = e.one_line() if isinstance(e, Dsv4Error) else f"{e.cmd}: {(e.stderr or '')[-2000:]}"
+    pytest.fail(f"{what} failed: {msg}")
+
+
+def release_base(base_tree: Path, version: str, make_base: Callable[[Path], None] | None = None) -> Path:
+    """The base venv of `version`, built if missing: make_base(venv) installs the release into it,
+    None the CPU recipe (the release's wheel with its CPU dependencies, see GPU_ONLY); other
+    releases' base venvs are clones of the v0.27.1 one (see v0_33/conftest.py)."""
     base_venv = release_root(version) / "base"
     try:
-        with venv_lock(base_venv):
-            install_cpu_release(base_venv, version)
-        build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
-        with venv_lock(base_venv):
-            prune(venv_python(base_venv))
-    except (Dsv4Error, subprocess.CalledProcessError) as e:
-        msg = e.one_line() if isinstance(e, Dsv4Error) else f"{e.cmd}: {(e.stderr or '')[-2000:]}"
-        pytest.fail(f"vLLM {version} base venv build failed: {msg}")
-    return base_venv
-
-
-def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
-                 make_base: Callable[[Path], None] | None = None) -> dict[bool, Path]:
-    """{False: pristine venv, True: patched venv} for `version`. make_base(venv) installs the
-    release into a new base venv; None: the release's CPU recipe (install_cpu_release)."""
-    root = release_root(version)
-    base_venv = root / "base"
-    try:
-        patched_venv = patched_venv_path(root, base_tree, patched_tree, version)
         if make_base is not None:
             make_base(base_venv)
         else:
@@ -192,11 +179,21 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
         build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
         with venv_lock(base_venv):
             prune(venv_python(base_venv))
+    except (Dsv4Error, subprocess.CalledProcessError) as e:
+        _fail(f"vLLM {version} base venv build", e)
+    return base_venv
+
+
+def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
+                 make_base: Callable[[Path], None] | None = None) -> dict[bool, Path]:
+    """{False: pristine venv, True: patched venv} for `version`; make_base as for release_base."""
+    base_venv = release_base(base_tree, version, make_base)
+    try:
+        patched_venv = patched_venv_path(base_venv.parent, base_tree, patched_tree, version)
         hardlink_clone(base_venv, patched_venv)
         build_overlay(base_tree, patched_tree, patched_venv, package=PACKAGE, version=version)
     except (Dsv4Error, subprocess.CalledProcessError) as e:
-        msg = e.one_line() if isinstance(e, Dsv4Error) else f"{e.cmd}: {(e.stderr or '')[-2000:]}"
-        pytest.fail(f"vLLM {version} overlay build failed: {msg}")
+        _fail(f"vLLM {version} overlay build", e)
     return {False: base_venv, True: patched_venv}
 
 
