@@ -63,15 +63,18 @@ def pytest_cmdline_main(config):
 
 
 from dsv4_patch.regress import RUN_DIR_ENV  # noqa: E402 - a folder for this test run, shared by its workers and child runs
-_MEMO_ENV = "DSV4_CHECK_MEMO"  # see tests/regress/vllm/_vllm_venvs.py, "one computation per run"
+from _check_cache import MEMO_ENV as _MEMO_ENV  # noqa: E402 - the check-result cache (tests/_check_cache.py)
 
 
 def pytest_configure(config):
-    """The run's folder (and in it the check memo, `checks/`): made by the outermost pytest before
-    xdist starts its workers, which inherit it, as do the pytest runs `regress`, `bump` and `pin`
-    start (those make their own when run outside the suite, in a temporary folder they remove);
-    removed when the pytest that made it ends. Nothing in it outlives the run. DSV4_CHECK_MEMO=0
-    turns the memo off."""
+    """The run's folder: made by the outermost pytest before xdist starts its workers, which inherit
+    it, as do the pytest runs `regress`, `bump` and `pin` start (those make their own when run
+    outside the suite, in a temporary folder they remove); removed when the pytest that made it ends.
+
+    The check-result cache (DSV4_CHECK_MEMO), chosen here once for the run and its children:
+    unset, the tool cache's `check-results/` (results keyed by everything a check reads, kept across
+    runs); `run`, a folder in the run's folder (every distinct check runs once per run); `0`, none
+    (every check runs every time it is asked for); any other value, that folder."""
     if hasattr(config, "workerinput"):
         return
     run_dir = os.environ.get(RUN_DIR_ENV)
@@ -80,14 +83,26 @@ def pytest_configure(config):
 
         run_dir = config._dsv4_run_dir = tempfile.mkdtemp(prefix="dsv4-test-run-")
         os.environ[RUN_DIR_ENV] = run_dir
-    if os.environ.get(_MEMO_ENV) != "0" and not os.environ.get(_MEMO_ENV, "").startswith(run_dir):
-        memo = os.path.join(run_dir, "checks")  # never one from outside the run: it would outlive it
-        os.makedirs(memo, exist_ok=True)
-        os.environ[_MEMO_ENV] = memo
+    memo = os.environ.get(_MEMO_ENV, "")
+    if memo == "0":
+        return
+    if memo == "run":
+        memo = os.path.join(run_dir, "checks")
+    elif not memo:
+        from _check_cache import prune
+        from dsv4_patch.sources.base import Cache
+
+        memo = str(Cache.default().root / "check-results")
+        config._dsv4_memo_set = True
+        prune(Path(memo))
+    os.makedirs(memo, exist_ok=True)
+    os.environ[_MEMO_ENV] = memo
 
 
 def pytest_unconfigure(config):
     run_dir = getattr(config, "_dsv4_run_dir", None)
+    if getattr(config, "_dsv4_memo_set", False):
+        os.environ.pop(_MEMO_ENV, None)
     if run_dir:
         import shutil
 

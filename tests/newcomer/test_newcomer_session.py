@@ -196,8 +196,9 @@ def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):
                 assert outcome == "passed" or outcome.startswith("partial: needs torch"), row
                 assert "=failed" not in row and "=passed" in row, row
         elif cmd.startswith("dsv4-patch build vllm --venv .venv-vllm"):
-            seed = venvs / "vllm-0.27.1" / "base"
-            if seed.is_dir():  # the release install, hard-linked; overlay, prune and import are real
+            # (without the seed, a `pip install vllm==0.27.1` with every dependency: ~4 min here)
+            seed = venvs / _vllm_venvs().release_root("0.27.1").name / "base"
+            if seed.is_dir():  # the release install (CPU recipe), hard-linked; overlay, prune and import are real
                 subprocess.run(["cp", "-al", str(seed), str(clone / ".venv-vllm")], check=True)
             p = s.run(cmd)
             # every patched module imports, except one this CPU machine cannot import unpatched either

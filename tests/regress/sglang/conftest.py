@@ -18,15 +18,19 @@ tests/_forkserver.py), or a fresh interpreter with DSV4_SGLANG_FORKSERVER=0.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
+import io
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import _check_cache as check_cache
 import numpy as np
 import pytest
 
@@ -84,6 +88,28 @@ def probe_env(tree: Path | None, deps: Path, switches: dict[str, str]) -> dict[s
     })
     env.update(switches)
     return env
+
+
+# Environment read by SGLang, its libraries or the probes (the rest of a probe's environment is paths,
+# keyed by what they hold, or nothing a probe reads).
+_KEYED_ENV = ("SGLANG_", "PROBE_", "TRITON_", "TORCH", "PYTORCH_", "CUDA_", "HIP_", "ROCM_", "OMP_", "MKL_",
+              "OPENBLAS_", "GOTO_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "PYTHONHASHSEED", "PYTHONWARNINGS",
+              "PYTHONOPTIMIZE")
+ROOT = HERE.parents[2]
+
+
+def result_key(kind: str, trees: list[Path], deps: Path, env: dict[str, str], *files: Path) -> str | None:
+    """The check-result cache key (tests/_check_cache.py) of one probe or in-tree test run: the trees it
+    imports or reads (HEAD tree ids: None, never stored, for one with local changes), the files it
+    runs (bytes), this folder's scripts, the CPU import dependencies and the test interpreter's
+    distributions, and the environment it reads."""
+    ids = [check_cache.tree_identity(t) for t in trees]
+    if not all(ids):
+        return None
+    return check_cache.key_of(kind, ids, [hashlib.sha256(f.read_bytes()).hexdigest() for f in files],
+                              check_cache.sources_digest(ROOT, (HERE,)), check_cache.dists_identity([deps]),
+                              check_cache.interpreter_identity(),
+                              {k: v for k, v in env.items() if k.startswith(_KEYED_ENV)})
 
 
 # Imported once by the fork server: about half of each probe's interpreter start, and none of them
@@ -186,24 +212,32 @@ def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factor
         switches = {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": str(block),
                     "SGLANG_DSV4_O_FP8_QDQ_EMULATE": "1" if emulate else "0",
                     "PROBE_SEED": "1017"}  # fixed: every run checks the same o
+        env = probe_env(tree, sglang_cpu_deps, switches)
+        key, what = result_key("probe", [tree], sglang_cpu_deps, env, PROBE), f"sglang probe {out.stem}"
+        stored = check_cache.lookup(key, what)
+        if stored is not None:  # the same probe of the same tree: its arrays, as that run wrote them
+            results[cfg] = dict(np.load(io.BytesIO(base64.b64decode(stored["npz"]))))
+            return
         log = out.with_suffix(".log")
-        proc = sglang_interpreter.spawn([PROBE, out], probe_env(tree, sglang_cpu_deps, switches), os.getcwd(), log, log)
-        started[cfg] = (proc, out)
+        proc = sglang_interpreter.spawn([PROBE, out], env, os.getcwd(), log, log)
+        started[cfg] = (proc, out, key, what, time.monotonic())
 
     def finish(cfg):
-        proc, out = started.pop(cfg)
+        proc, out, key, what, t0 = started.pop(cfg)
         rc = sglang_interpreter.wait(proc, timeout=900)
         if rc != 0:
             text = out.with_suffix(".log").read_text()[-4000:]
             pytest.fail(f"probe {cfg} failed (rc {rc}):\n{text}")
-        results[cfg] = dict(np.load(out))
+        data = out.read_bytes()
+        results[cfg] = dict(np.load(io.BytesIO(data)))
+        check_cache.store(key, what, {"npz": base64.b64encode(data).decode()}, took=time.monotonic() - t0)
 
     def top_up():
         for c in configs:
             if len(started) >= 2:
                 break
             if c not in results and c not in started:
-                start(c)
+                start(c)  # read back from the cache, or started
 
     def get(patched: bool, block: int = 32, emulate: bool = False) -> dict:
         cfg = (patched, block, emulate)
@@ -216,7 +250,7 @@ def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factor
         return results[cfg]
 
     yield get
-    for proc, _ in started.values():  # started ahead for a test that did not run: stop it
+    for proc, *_ in started.values():  # started ahead for a test that did not run: stop it
         try:
             sglang_interpreter.wait(proc, timeout=0.1)
         except subprocess.TimeoutExpired:
@@ -234,8 +268,16 @@ def run_sglang_unit_test(sglang_cpu_deps, sglang_interpreter, tmp_path_factory):
         # sglang.test.test_utils reads CUDA_VISIBLE_DEVICES[0] at import: an empty value breaks it
         # (this machine has no GPU anyway)
         env.pop("CUDA_VISIBLE_DEVICES")
-        return sglang_interpreter.run([RUN_IN_TREE_TEST, test_file, "-v"], env, tree,
-                                      tmp_path_factory.mktemp("sglang_unit_test"), timeout=900)
+        argv = [RUN_IN_TREE_TEST, test_file, "-v"]
+        owner = next((t for t in test_file.parents if (t / ".git").exists()), None)  # the file's tree
+        key = result_key(f"unit test {test_file.name}", [tree, owner], sglang_cpu_deps, env, RUN_IN_TREE_TEST,
+                         test_file) if owner else None
+
+        def compute() -> dict:
+            p = sglang_interpreter.run(argv, env, tree, tmp_path_factory.mktemp("sglang_unit_test"), timeout=900)
+            return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+
+        return check_cache.completed(check_cache.memoized(key, f"sglang unit test {test_file.name}", compute), argv)
 
     return run
 
@@ -251,14 +293,18 @@ def sglang_init_probe(dsv4_tree, sglang_cpu_deps, sglang_interpreter, tmp_path_f
     def get(patched: bool) -> dict:
         if patched not in cache:
             tree = dsv4_tree("sglang", patched=patched)
-            out = tmp_path_factory.mktemp("sglang_init_probe") / "init.json"
-            p = sglang_interpreter.run([INIT_PROBE, out],
-                                       probe_env(tree, sglang_cpu_deps, {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": "-32"}),
-                                       os.getcwd(), out.parent, timeout=900)
-            if p.returncode != 0:
-                pytest.fail(f"init probe (patched={patched}) failed (rc {p.returncode}):\n"
-                            f"{(p.stdout + p.stderr)[-4000:]}")
-            cache[patched] = json.loads(out.read_text())
+            env = probe_env(tree, sglang_cpu_deps, {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": "-32"})
+
+            def compute() -> dict:
+                out = tmp_path_factory.mktemp("sglang_init_probe") / "init.json"
+                p = sglang_interpreter.run([INIT_PROBE, out], env, os.getcwd(), out.parent, timeout=900)
+                if p.returncode != 0:
+                    pytest.fail(f"init probe (patched={patched}) failed (rc {p.returncode}):\n"
+                                f"{(p.stdout + p.stderr)[-4000:]}")
+                return json.loads(out.read_text())
+
+            cache[patched] = check_cache.memoized(result_key("init probe", [tree], sglang_cpu_deps, env, INIT_PROBE),
+                                                  f"sglang init probe {'patched' if patched else 'pristine'}", compute)
         return cache[patched]
 
     return get

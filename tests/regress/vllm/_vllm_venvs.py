@@ -22,15 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
+import _check_cache as check_cache
 import pytest
 
 from dsv4_patch.build import (DEFAULT_TORCH, STAMP, build_overlay, changed_files, ensure_venv, overlay_key,
@@ -245,43 +246,27 @@ def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: in
                           env=env, cwd=str(ROOT), timeout=timeout)
 
 
-# --- one computation per run ----------------------------------------------------------------------
+# --- each computation once ------------------------------------------------------------------------
 # A check's result is a function of what it runs: its script and the files it imports from the repo,
-# the release, overlay and installed distributions of the venv it runs in, the patched tree it reads
-# in-tree tests from, and the environment variables it or its libraries read. Within one test run
-# (tests/conftest.py sets DSV4_CHECK_MEMO to a folder in the run's folder, removed after the run)
-# the same computation asked for again -- by `dsv4-patch regress`'s child pytest, by bump/pin
-# intent tests, by the newcomer session's own regress -- is read back instead of recomputed. The
-# folder never outlives the run, so every distinct check still runs at least once in every run:
-# nothing is carried from an earlier run.
-MEMO_ENV = "DSV4_CHECK_MEMO"
+# the release, overlay and installed distributions of the venv it runs in, its Python, the patched
+# tree it reads in-tree tests from, the test interpreter's pytest (which runs those), and the
+# environment variables it or its libraries read. `_memo_key` hashes all of that, and the result is
+# kept in the check-result cache (tests/_check_cache.py) under that key.
 _SOURCES = (ROOT / "kernels", Path(__file__).resolve().parent)  # kernels/ oracles, checks/, harness
-_digest_of_sources: str | None = None
-
-
-def _sources_digest() -> str:
-    global _digest_of_sources
-    if _digest_of_sources is None:
-        h = hashlib.sha256()
-        for top in _SOURCES:
-            for f in sorted(top.rglob("*.py")):
-                if "__pycache__" not in f.parts:
-                    h.update(f"{f.relative_to(ROOT).as_posix()}\n".encode())
-                    h.update(hashlib.sha256(f.read_bytes()).digest())
-        _digest_of_sources = h.hexdigest()
-    return _digest_of_sources
 
 
 def _venv_identity(venv: Path) -> str:
-    """The release, overlay and prune state build_overlay stamped into the venv, and the names of
-    every distribution installed in it ("" for an unstamped venv: never memoized)."""
+    """The release, overlay and prune state build_overlay stamped into the venv, its Python, and its
+    installed distributions (check_cache.dists_identity); "" for an unstamped venv: never memoized."""
     try:
         stamp = json.loads((venv / STAMP).read_text())
+        cfg = (venv / "pyvenv.cfg").read_text()
     except (OSError, ValueError):
         return ""
-    dists = sorted(d.name for d in venv.glob("lib/python*/site-packages/*.dist-info"))
+    python = re.findall(r"^(?:version|version_info)\s*=\s*(\S+)", cfg, re.M)
+    dists = check_cache.dists_identity(sorted(venv.glob("lib/python*/site-packages")))
     return json.dumps({**{k: stamp.get(k) for k in ("key", "mode", "package", "version", "installed_version",
-                                                    "pruned")}, "dists": dists}, sort_keys=True)
+                                                    "pruned")}, "python": python, "dists": dists}, sort_keys=True)
 
 
 _IMPORT_RE = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_]\w*))", re.M)
@@ -308,16 +293,6 @@ def _check_files(script: Path, check_dirs: list[Path]) -> list[Path]:
     return seen
 
 
-def _tree_identity(tree: Path) -> str:
-    """HEAD's tree id of a clean git work tree ("" when it has local changes or is not one)."""
-    from dsv4_patch.gitcmd import Git
-
-    g = Git(tree)
-    r = g.run("status", "--porcelain", "--untracked-files=no", check=False)
-    head = g.run("rev-parse", "HEAD^{tree}", check=False)
-    return head.out.strip() if r.rc == 0 and not r.out.strip() and head.rc == 0 else ""
-
-
 def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, check_dirs: list[Path],
               env: dict[str, str]) -> str | None:
     """None: not memoized. `env`: the environment the check runs with. The patched tree enters the
@@ -331,45 +306,35 @@ def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, 
     here = _venv_identity(venv)
     tree = "not read"
     if "DSV4_TREE_" in texts or "DSV4_BASE_" in texts:
-        head = _tree_identity(patched_tree)
+        head = check_cache.tree_identity(patched_tree)
         tree = head and f"{head} {_venv_identity(patched_venv)}"
     if not here or not tree:
         return None  # an unstamped venv, or a tree with local changes: always run
     named = set(_ENV_NAME_RE.findall(texts))
     keyed = {k: v for k, v in env.items()
              if (k.startswith(_LIBRARY_ENV) or k in named) and not k.startswith(_PATH_ENV)}
-    h = hashlib.sha256(json.dumps([here, tree, script.relative_to(ROOT).as_posix(), _sources_digest(), keyed,
-                                   sys.platform], sort_keys=True).encode())
-    return h.hexdigest()
+    return check_cache.key_of(here, tree, script.relative_to(ROOT).as_posix(),
+                              check_cache.sources_digest(ROOT, _SOURCES), keyed, sys.platform, platform.machine(),
+                              _runner_pytest())
 
 
-def _memoized(key: str | None, what: str, compute: Callable[[], dict]) -> dict:
-    memo = os.environ.get(MEMO_ENV)
-    if not key or not memo or not Path(memo).is_dir():
-        return compute()
-    path = Path(memo) / f"{key}.json"
-    t0 = time.monotonic()
-    with venv_lock(Path(memo) / key):  # the same check asked twice at once: one runs it, one reads it
-        if path.is_file():
-            _log(memo, f"hit  {key[:12]} {what} (waited {time.monotonic() - t0:.1f} s)")
-            return json.loads(path.read_text())
-        result = compute()
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, path)
-        _log(memo, f"ran  {key[:12]} {what} ({time.monotonic() - t0:.1f} s)")
-        return result
+def _runner_pytest() -> list[str]:
+    """The test interpreter's pytest and pluggy: checks that run a tree's own test files run them with
+    these (pytest_only_path)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-
-def _log(memo: str, line: str) -> None:
-    """memo/log: which checks a run computed and which it read back (where the run's time went)."""
-    with open(Path(memo) / "log", "a") as f:
-        f.write(f"{time.strftime('%H:%M:%S')} {os.getpid()} {line}\n")
+    out = []
+    for name in ("pytest", "pluggy", "iniconfig"):
+        try:
+            out.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name} missing")
+    return out
 
 
 def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: Path):
     """`get(name, patched=True)`: run checks/<name>.py (first found in check_dirs) in one venv,
-    once per session (and once per test run: see MEMO_ENV), and return its JSON
+    once per session (and once per set of inputs: tests/_check_cache.py), and return its JSON
     {sub-check: {"ok": bool, "error": str}}.
 
     Checks that run the tree's own test files read them from DSV4_TREE_VLLM, the patched tree, in
@@ -394,7 +359,7 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
             env = check_env({"DSV4_TREE_VLLM": str(patched_tree)}, check_dirs)
             memo_key = _memo_key(venvs[patched], venvs[True], patched_tree, script(name), check_dirs, env)
             what = f"{name} {'patched' if patched else 'pristine'} in {venvs[patched].parent.name}"
-            cache[key] = _memoized(memo_key, what, lambda: run(name, patched, env))
+            cache[key] = check_cache.memoized(memo_key, what, lambda: run(name, patched, env))
         return cache[key]
 
     return get
