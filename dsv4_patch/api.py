@@ -367,8 +367,10 @@ def _cached_base(cfg: StackConfig, cache: Cache):
 # ---------------------------------------------------------------- regress
 def regress(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None,
             out: Path | None = None, bisect: bool = False, marker: str | None = None,
-            pytest_args: tuple[str, ...] = (), log=None, progress: Progress = None) -> RegressReport:
-    """Run each release's bound tests against that release's trees.
+            pytest_args: tuple[str, ...] = (), log=None, progress: Progress = None,
+            fresh: bool = False) -> RegressReport:
+    """Run each release's bound tests against that release's trees (`fresh`: reading no check
+    result stored by an earlier run, see regress.RESULT_CACHE_ENV).
 
     The primary releases of all stacks share one pytest run (as before releases existed); each
     further release gets a run of its own, with DSV4_TREE_<STACK> pointing at its trees and
@@ -385,7 +387,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
     cfgs = [c for c in cfgs if c.label not in empty]
     base_out = out_dir(project, out)
     if bisect:
-        rep = _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0)
+        rep = _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0, fresh)
         rep.no_patches = empty
         return rep
     groups = [[c for c in cfgs if c.primary]] + [[c] for c in cfgs if not c.primary]
@@ -404,7 +406,7 @@ def regress(project: Project, stacks: list[str] | None = None, *, releases: list
             continue
         say_(f"running {len(nodes)} bound test ids" + ("" if group[0].primary else f" for {group[0].label}"))
         grc, outcomes = run_pytest(project.root, nodes, release_env(trees), marker=marker,
-                                   pytest_args=pytest_args, log=log)
+                                   pytest_args=pytest_args, log=log, fresh=fresh)
         rc = rc or grc
         results += summarize(stack_patches, outcomes)
         missing.update(missing_modules(outcomes))
@@ -429,7 +431,7 @@ def report_dict(project: Project, rep: RegressReport) -> dict:
     return d
 
 
-def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> RegressReport:
+def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0, fresh) -> RegressReport:
     """Apply each release of each stack one patch at a time; name the first patch whose bound
     tests fail."""
     from .regress import RegressReport, bound_tests, missing_modules, run_pytest, summarize
@@ -447,7 +449,8 @@ def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0) -> 
             if progress:
                 progress(f"bisect {cfg.label}: {k}/{len(patches)} {patches[k - 1].name}")
             rc, outcomes = run_pytest(project.root, nodes, release_env([(cfg, tree.tree, base.tree)]),
-                                      marker=marker, pytest_args=pytest_args, log=log) if nodes else (0, {})
+                                      marker=marker, pytest_args=pytest_args, log=log,
+                                      fresh=fresh) if nodes else (0, {})
             step = summarize([(cfg.label, patches[:k])], outcomes)
             if any(r.outcome in ("failed", "missing") for r in step):
                 return RegressReport(step, time.monotonic() - t0, rc, first_bad=(cfg.label, patches[k - 1].name),

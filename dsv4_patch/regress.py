@@ -148,15 +148,22 @@ def tree_env(trees: dict[str, tuple[Path, Path]]) -> dict[str, str]:
 # The folder a test run may keep scratch in (the project's tests/conftest.py: e.g. results it computed
 # once for the whole run); set to a temporary folder of the run's own when the caller has none.
 RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"
+# Where the project's tests keep the results of their expensive checks, keyed by everything a check
+# reads (the project's tests/_check_cache.py): read back by later runs unless this says `run` (kept
+# for the one run only: every check computed afresh) or `0` (none).
+RESULT_CACHE_ENV = "DSV4_CHECK_MEMO"
 
 
 def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marker: str | None = None,
-               pytest_args: tuple[str, ...] = (), log=None) -> tuple[int, dict[str, dict]]:
-    """Run pytest on `nodes` in a child process; returns (exit code, outcome per node id)."""
+               pytest_args: tuple[str, ...] = (), log=None, fresh: bool = False) -> tuple[int, dict[str, dict]]:
+    """Run pytest on `nodes` in a child process; returns (exit code, outcome per node id). `fresh`:
+    the tests read no check result an earlier run stored (RESULT_CACHE_ENV)."""
     with tempfile.TemporaryDirectory() as td:
         results_file = Path(td) / "results.json"
         env = {**os.environ, **env_extra, "DSV4_RESULTS_FILE": str(results_file)}
         env.setdefault(RUN_DIR_ENV, td)  # the tests' scratch for this run: removed with td, however it ends
+        if fresh and env.get(RESULT_CACHE_ENV) != "0":
+            env[RESULT_CACHE_ENV] = "run"
         engine = str(Path(__file__).resolve().parents[1])  # so `-p dsv4_patch.pytest_results` imports
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.pytest_results", "-p", "no:cacheprovider",

@@ -9,7 +9,8 @@ and always runs.
 What goes into a key is the caller's (tests/regress/vllm/_vllm_venvs.py, tests/regress/sglang/
 conftest.py); the pieces they share are here. The folder is DSV4_CHECK_MEMO, which tests/conftest.py
 sets once per run: the tool cache's `check-results/` by default, `run` for a folder that lives only
-as long as the run, `0` for none. `log` in it says what was computed and what was read back.
+as long as the run (what `dsv4-patch regress --fresh` and `--record` ask for), `0` for none. `log`
+in it says what was computed and what was read back.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from dsv4_patch.build import venv_lock
+from dsv4_patch.regress import RESULT_CACHE_ENV as MEMO_ENV  # `regress --fresh` sets it to `run`
 
-MEMO_ENV = "DSV4_CHECK_MEMO"
 MEMO_FORMAT = 2  # bump when what a key covers changes: entries of another format are never read
 KEEP_DAYS = 30  # results not read for this long are removed when a run starts (tests/conftest.py)
 _sources: dict[tuple[str, ...], str] = {}

@@ -490,6 +490,8 @@ def regress(
     pytest_args: str = typer.Option("", "--pytest-args", help="Extra pytest arguments, e.g. \"-x -k mla\"."),
     record: str = typer.Option("", "--record", help="Record levels for `status --matrix`, e.g. apply,integration."),
     hardware: str = typer.Option("cpu", "--hardware", help="Where this run happened (with --record)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Compute every check again: read no result an earlier run "
+                               "stored (--record implies it)."),
 ):
     """Run the regression tests bound to each patch (Regression-Test:) against the patched trees.
 
@@ -503,6 +505,10 @@ def regress(
     need that is not installed (pytest itself, triton, ...) is named with the command that installs it.
     The first run of the vLLM tests builds two overlay venvs (~5.7 GB, see README) in
     DSV4_VENV_CACHE [default: ~/.cache/dsv4-patch/venvs].
+    The project's tests keep the result of each expensive check (a vLLM check script, an SGLang
+    probe) under a key of everything it reads, in ~/.cache/dsv4-patch/check-results, and read it
+    back when nothing it reads changed: an edit re-runs only the checks it reaches. --fresh (and
+    --record) computes every one again.
 
     \b
     Examples:
@@ -511,6 +517,7 @@ def regress(
       dsv4-patch regress sglang --bisect
       dsv4-patch regress vllm --release v0.33.0
       dsv4-patch regress vllm --record apply,integration --hardware cpu   # then commit patches/vllm/results
+      dsv4-patch regress vllm --fresh        # every check computed again
 
     Exit codes: 0 nothing failed (not-verified patches included), 1 a test failed or is missing
     (or an error, e.g. pytest not installed), 2 usage, 3 a stack does not apply.
@@ -518,7 +525,8 @@ def regress(
     try:
         proj = _project(project)
         rep = api.regress(proj, stacks, releases=release, out=out_dir, bisect=bisect, marker=marker,
-                          pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json))
+                          pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json),
+                          fresh=fresh or bool(record))
         recorded = api.record_levels(proj, rep, record.split(","), hardware, out=out_dir) if record else []
     except Dsv4Error as e:
         _fail(e, as_json)

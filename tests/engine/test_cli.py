@@ -126,6 +126,26 @@ def test_regress_fails_and_bisect_names_the_first_bad_patch(env):
     assert bis["first_bad"] == ["demo", "bee.patch"]
 
 
+def test_regress_fresh_and_record_ask_the_tests_for_no_stored_result(env, monkeypatch):
+    """The project's tests read check results stored by earlier runs (tests/_check_cache.py) unless
+    the run's DSV4_CHECK_MEMO says `run`: --fresh and --record say it; a plain regress passes the
+    caller's setting on."""
+    (env.root / "tests").mkdir(exist_ok=True)
+    (env.root / "tests/test_demo.py").write_text(
+        "import os\n\ndef test_fresh():\n    assert os.environ.get('DSV4_CHECK_MEMO') == 'run'\n")
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three",
+               body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_fresh\n"
+                    "Signed-off-by: Pat Cher <pat@example.com>\n")
+    monkeypatch.setenv("DSV4_CHECK_MEMO", str(env.tmp / "stored-results"))
+    outcome = lambda *a: {p["patch"]: p["outcome"] for p in json.loads(cli(env, "regress", "--json", *a).stdout)["patches"]}
+    assert outcome() == {"three.patch": "failed"}
+    assert outcome("--fresh") == {"three.patch": "passed"}
+    assert outcome("--bisect", "--fresh") == {"three.patch": "passed"}
+    assert outcome("--record", "apply,integration") == {"three.patch": "passed"}
+    monkeypatch.setenv("DSV4_CHECK_MEMO", "0")  # none at all stays none
+    assert outcome("--fresh") == {"three.patch": "failed"}
+
+
 def test_python_tools_applypatch_runs_as_a_script():
     p = subprocess.run([sys.executable, str(TOOL), "--version"], capture_output=True, text=True, cwd="/")
     assert p.returncode == 0 and p.stdout.strip()
