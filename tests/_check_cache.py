@@ -52,7 +52,8 @@ def dists_identity(sites: list[Path], skip: tuple[str, ...] = ()) -> dict[str, s
     """{dist-info folder name: digest of its RECORD's importable files} for every distribution in
     `sites`: a rebuilt install with another build of the same version is another install. RECORD
     lines of files outside the site folder (console scripts, whose shebang names the venv's path)
-    are left out, so two installs of the same wheels at other paths are the same. Distributions
+    and of byte code (made from the sources, or not, by `pip --no-compile`) are left out, so two
+    installs of the same wheels at other paths, compiled or not, are the same. Distributions
     whose name starts with one of `skip` are left out. Once per process and folder state (an install
     or removal changes the folder's mtime)."""
     out: dict[str, str] = {}
@@ -69,7 +70,7 @@ def dists_identity(sites: list[Path], skip: tuple[str, ...] = ()) -> dict[str, s
                     lines = (d / "RECORD").read_text().splitlines()
                 except OSError:
                     lines = []
-                inside = "\n".join(ln for ln in lines if not ln.startswith("../"))
+                inside = "\n".join(ln for ln in lines if not ln.startswith("../") and ".pyc," not in ln)
                 found[d.name] = hashlib.sha256(inside.encode()).hexdigest()
             _dists[memo] = json.dumps(found)
         out.update({k: v for k, v in json.loads(_dists[memo]).items() if not k.startswith(skip)})

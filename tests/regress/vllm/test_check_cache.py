@@ -96,6 +96,8 @@ def test_key_follows_every_input(world):
     record.write_text(record.read_text() + "../../../bin/torchrun,sha256=SHEBANG1,99\n")
     assert not _changes(w, lambda: record.write_text(record.read_text().replace("SHEBANG1", "SHEBANG2"))), \
         "a console script (its shebang names the venv's path: the same wheels elsewhere are the same)"
+    assert not _changes(w, lambda: record.write_text(record.read_text() + "torch/__pycache__/__init__.cpython-311.pyc,,\n")), \
+        "byte code pip compiled (or did not, with --no-compile)"
 
 
 def test_a_check_that_reads_no_tree_is_not_keyed_by_it(world):
