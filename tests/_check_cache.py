@@ -2,15 +2,19 @@
 its venv, an SGLang probe interpreter), stored under a key that hashes everything the computation
 reads, and read back whenever the very same computation is asked for again: by another test, by the
 pytest that `dsv4-patch regress`/`bump`/`pin` start, by the newcomer session's own regress, and by
-the next test run (what Bazel does with test results). A computation whose inputs cannot all be
-named (an unstamped venv, a tree with local changes, a script outside the hashed sources) has no key
-and always runs.
+the next test run. A computation whose inputs cannot all be named (an unstamped venv, a tree with
+local changes, a script outside the hashed sources, a check that imported other repo code) has no
+key, or is not stored, and always runs.
+
+Failures are stored too (unlike Bazel, which runs a failed test again): most results are the
+unpatched tree's expected failures. Only what the machine did is never stored: a run killed by a
+signal, out of memory or interrupted (the caller returns `Uncached` for those).
 
 What goes into a key is the caller's (tests/regress/vllm/_vllm_venvs.py, tests/regress/sglang/
 conftest.py); the pieces they share are here. The folder is DSV4_CHECK_MEMO, which tests/conftest.py
 sets once per run: the tool cache's `check-results/` by default, `run` for a folder that lives only
 as long as the run (what `dsv4-patch regress --fresh` and `--record` ask for), `0` for none. `log`
-in it says what was computed and what was read back.
+in it says what was computed, what was read back and what was not stored.
 """
 
 from __future__ import annotations
@@ -22,25 +26,51 @@ import site
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from dsv4_patch.build import venv_lock
 from dsv4_patch.regress import RESULT_CACHE_ENV as MEMO_ENV  # `regress --fresh` sets it to `run`
 
-MEMO_FORMAT = 2  # bump when what a key covers changes: entries of another format are never read
+MEMO_FORMAT = 3  # bump when what a key covers changes: entries of another format are never read
 KEEP_DAYS = 30  # results not read for this long are removed when a run starts (tests/conftest.py)
+LOG_LIMIT = 1 << 20  # bytes of `log` kept: its newer half survives each prune past this
+# Variables that SGLang, vLLM, their libraries, pytest (checks run in-tree tests with it) or the
+# interpreter read, beside the ones a check names itself. PYTEST_XDIST_*/PYTEST_CURRENT_TEST differ
+# per worker and test, and are read by no check.
+KEYED_ENV = ("SGLANG_", "VLLM_", "PROBE_", "TRITON_", "TORCH", "PYTORCH_", "CUDA_", "HIP_", "ROCM_", "OMP_",
+             "MKL_", "OPENBLAS_", "GOTO_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "PYTEST_", "LD_",
+             "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONOPTIMIZE")
+UNKEYED_ENV = ("PYTEST_XDIST_", "PYTEST_CURRENT_TEST")
+_HERE = Path(__file__).resolve().parent
+# the code that shapes every run and key: an edit to it is a new cache
+_OWN = (_HERE / "_check_cache.py", _HERE / "_forkserver.py")
 _sources: dict[tuple[str, ...], str] = {}
 _dists: dict[tuple[str, str], str] = {}
 
 
+@dataclass(frozen=True)
+class Uncached:
+    """A result to return but not to store, and why (a run the machine ended, not the code)."""
+    value: dict
+    why: str
+
+
+def keyed_env(env: dict[str, str], named: set[str] = frozenset()) -> dict[str, str]:
+    """The part of `env` a key covers: KEYED_ENV and the variables in `named`."""
+    return {k: v for k, v in env.items()
+            if (k.startswith(KEYED_ENV) and not k.startswith(UNKEYED_ENV)) or k in named}
+
+
 def sources_digest(root: Path, tops: tuple[Path, ...]) -> str:
-    """The paths (relative to root) and bytes of every .py under `tops`, once per process."""
+    """The paths (relative to root) and bytes of every .py under `tops` (folders or files), once per
+    process."""
     memo = tuple(str(t) for t in tops)
     if memo not in _sources:
         h = hashlib.sha256()
         for top in tops:
-            for f in sorted(top.rglob("*.py")):
+            for f in sorted(top.rglob("*.py")) if top.is_dir() else [top]:
                 if "__pycache__" not in f.parts:
                     h.update(f"{f.relative_to(root).as_posix()}\n".encode())
                     h.update(hashlib.sha256(f.read_bytes()).digest())
@@ -48,14 +78,21 @@ def sources_digest(root: Path, tops: tuple[Path, ...]) -> str:
     return _sources[memo]
 
 
-def dists_identity(sites: list[Path], skip: tuple[str, ...] = ()) -> dict[str, str]:
+def _record_line_counts(line: str) -> bool:
+    """RECORD lines that say what can be imported: not files outside the site folder (console
+    scripts, whose shebang names the venv's path), not byte code (made from the sources, or not, by
+    `pip --no-compile`), not the dist-info's own bookkeeping (REQUESTED, INSTALLER, direct_url.json
+    with its absolute path; the folder's name already carries the version)."""
+    path = line.split(",", 1)[0]
+    return not (path.startswith("../") or path.endswith(".pyc") or ".dist-info/" in path)
+
+
+def dists_identity(sites: list[Path], skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> dict[str, str]:
     """{dist-info folder name: digest of its RECORD's importable files} for every distribution in
-    `sites`: a rebuilt install with another build of the same version is another install. RECORD
-    lines of files outside the site folder (console scripts, whose shebang names the venv's path)
-    and of byte code (made from the sources, or not, by `pip --no-compile`) are left out, so two
-    installs of the same wheels at other paths, compiled or not, are the same. Distributions
-    whose name starts with one of `skip` are left out. Once per process and folder state (an install
-    or removal changes the folder's mtime)."""
+    `sites` (whose name starts with one of `only`, when given; none that start with one of `skip`): a
+    rebuilt install with another build of the same version is another install; two installs of the
+    same wheels at other paths, compiled or not, are the same. Once per process and folder state
+    (an install or removal changes the folder's mtime)."""
     out: dict[str, str] = {}
     for sp in sites:
         try:
@@ -70,56 +107,70 @@ def dists_identity(sites: list[Path], skip: tuple[str, ...] = ()) -> dict[str, s
                     lines = (d / "RECORD").read_text().splitlines()
                 except OSError:
                     lines = []
-                inside = "\n".join(ln for ln in lines if not ln.startswith("../") and ".pyc," not in ln)
+                inside = "\n".join(ln for ln in lines if _record_line_counts(ln))
                 found[d.name] = hashlib.sha256(inside.encode()).hexdigest()
             _dists[memo] = json.dumps(found)
-        out.update({k: v for k, v in json.loads(_dists[memo]).items() if not k.startswith(skip)})
+        out.update({k: v for k, v in json.loads(_dists[memo]).items()
+                    if not k.startswith(skip) and (not only or k.startswith(only))})
     return out
 
 
-def interpreter_identity(skip: tuple[str, ...] = ("dsv4_patch",)) -> dict:
+def interpreter_identity(skip: tuple[str, ...] = ("dsv4_patch",), only: tuple[str, ...] = ()) -> dict:
     """This interpreter: its version, platform and the distributions it can import (this project's
-    own left out: the computations run other code)."""
+    own left out: the computations run other code; `only` as for dists_identity)."""
     import platform
 
     sites = [Path(p) for p in site.getsitepackages()]
     return {"python": sys.version, "platform": sys.platform, "machine": platform.machine(),
-            "dists": dists_identity(sites, skip)}
+            "dists": dists_identity(sites, skip, only)}
 
 
 def tree_identity(tree: Path) -> str:
-    """HEAD's tree id of a clean git work tree ("" when it has local changes or is not one)."""
+    """HEAD's tree id of a clean git work tree: "" when it is not one, or has local changes,
+    untracked files included (a new module is importable; ignored files are not counted)."""
     from dsv4_patch.gitcmd import Git
 
     g = Git(tree)
-    r = g.run("status", "--porcelain", "--untracked-files=no", check=False)
+    r = g.run("status", "--porcelain", "--untracked-files=all", check=False)
     head = g.run("rev-parse", "HEAD^{tree}", check=False)
     return head.out.strip() if r.rc == 0 and not r.out.strip() and head.rc == 0 else ""
 
 
 def key_of(*parts) -> str:
-    return hashlib.sha256(json.dumps([MEMO_FORMAT, *parts], sort_keys=True).encode()).hexdigest()
-
-
-def memoized(key: str | None, what: str, compute: Callable[[], dict]) -> dict:
-    """compute()'s JSON-able result, read back from the cache when `key` is stored there. Two asking
-    for one key at once: one computes, the other waits and reads it (a lock per key)."""
-    memo = folder()
-    if not key or memo is None:
-        return compute()
-    t0 = time.monotonic()
-    with venv_lock(memo / key):
-        found = lookup(key, what, waited=time.monotonic() - t0)
-        if found is not None:
-            return found
-        result = compute()
-        store(key, what, result, took=time.monotonic() - t0)
-        return result
+    own = sources_digest(_HERE.parent, _OWN)
+    return hashlib.sha256(json.dumps([MEMO_FORMAT, own, *parts], sort_keys=True).encode()).hexdigest()
 
 
 def folder() -> Path | None:
     memo = os.environ.get(MEMO_ENV)
     return Path(memo) if memo and memo != "0" and Path(memo).is_dir() else None
+
+
+def _lock_path(memo: Path, key: str) -> Path:
+    """One of 256 lock files (by the key's first byte): never removed, so a lock is never deleted
+    under its holder; two keys of one bucket wait for each other now and then."""
+    return memo / "locks" / key[:2]
+
+
+def hold(key: str | None):
+    """A context manager holding `key`'s lock (nothing without a key or a cache)."""
+    memo = folder()
+    if not key or memo is None:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return venv_lock(_lock_path(memo, key))
+
+
+def memoized(key: str | None, what: str, compute: Callable[[], dict | Uncached]) -> dict:
+    """compute()'s JSON-able result, read back from the cache when `key` is stored there. Two asking
+    for one key at once: one computes, the other waits and reads it."""
+    t0 = time.monotonic()
+    with hold(key):
+        found = lookup(key, what, waited=time.monotonic() - t0)
+        if found is not None:
+            return found
+        return store(key, what, compute(), took=time.monotonic() - t0)
 
 
 def lookup(key: str | None, what: str, waited: float = 0.0) -> dict | None:
@@ -139,17 +190,26 @@ def lookup(key: str | None, what: str, waited: float = 0.0) -> dict | None:
     return entry["result"]
 
 
-def store(key: str | None, what: str, result: dict, took: float = 0.0) -> None:
-    """Keep `result` under `key` (written aside and renamed: a reader sees all of it or nothing)."""
+def store(key: str | None, what: str, result: dict | Uncached, took: float = 0.0) -> dict:
+    """Keep `result` under `key` (written aside and renamed: a reader sees all of it or nothing) and
+    return it; an Uncached one is returned and only logged."""
     memo = folder()
+    if isinstance(result, Uncached):
+        if key and memo is not None:
+            _log(memo, f"not stored {key[:12]} {what}: {result.why}")
+        return result.value
     if not key or memo is None:
-        return
+        return result
     path = memo / f"{key}.json"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"format": MEMO_FORMAT, "what": what, "result": result,
-                               "computed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps({"format": MEMO_FORMAT, "what": what, "result": result,
+                                   "computed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     _log(memo, f"ran  {key[:12]} {what} ({took:.1f} s)")
+    return result
 
 
 def read_entry(path: Path) -> dict | None:
@@ -164,14 +224,24 @@ def read_entry(path: Path) -> dict | None:
 
 
 def prune(memo: Path, now: float | None = None) -> None:
-    """Remove results (and their lock files) not used for KEEP_DAYS."""
+    """Remove results not used for KEEP_DAYS and writers' leftovers as old; keep `log` under
+    LOG_LIMIT. Lock files stay (see _lock_path)."""
     cutoff = (now or time.time()) - KEEP_DAYS * 86400
-    for f in [*memo.glob("*.json"), *memo.glob(".*.lock"), *memo.glob(".*.tmp")] if memo.is_dir() else ():
+    for f in [*memo.glob("*.json"), *memo.glob(".*.tmp")] if memo.is_dir() else ():
         try:
             if f.stat().st_mtime < cutoff:
                 f.unlink()
         except OSError:
             pass  # another run's, removed or used meanwhile
+    log = memo / "log"
+    try:
+        if log.stat().st_size > LOG_LIMIT:
+            data = log.read_bytes()[-LOG_LIMIT // 2:]
+            tmp = log.with_name(f".log.{os.getpid()}.tmp")
+            tmp.write_bytes(data[data.find(b"\n") + 1:])
+            os.replace(tmp, log)
+    except OSError:
+        pass
 
 
 def completed(result: dict, args) -> subprocess.CompletedProcess:
@@ -179,6 +249,6 @@ def completed(result: dict, args) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, result["rc"], result["stdout"], result["stderr"])
 
 
-def _log(memo: str, line: str) -> None:
-    with open(Path(memo) / "log", "a") as f:
+def _log(memo: Path, line: str) -> None:
+    with open(memo / "log", "a") as f:
         f.write(f"{time.strftime('%H:%M:%S')} {os.getpid()} {line}\n")

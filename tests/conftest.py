@@ -88,12 +88,14 @@ def pytest_configure(config):
         return
     if memo == "run":
         memo = os.path.join(run_dir, "checks")
-    elif not memo:
+    else:
         from _check_cache import prune
-        from dsv4_patch.sources.base import Cache
 
-        memo = str(Cache.default().root / "check-results")
-        config._dsv4_memo_set = True
+        if not memo:
+            from dsv4_patch.sources.base import Cache
+
+            memo = str(Cache.default().root / "check-results")
+            config._dsv4_memo_set = True
         prune(Path(memo))
     os.makedirs(memo, exist_ok=True)
     os.environ[_MEMO_ENV] = memo

@@ -506,9 +506,10 @@ def regress(
     The first run of the vLLM tests builds two overlay venvs (~5.7 GB, see README) in
     DSV4_VENV_CACHE [default: ~/.cache/dsv4-patch/venvs].
     The project's tests keep the result of each expensive check (a vLLM check script, an SGLang
-    probe) under a key of everything it reads, in ~/.cache/dsv4-patch/check-results, and read it
-    back when nothing it reads changed: an edit re-runs only the checks it reaches. --fresh (and
-    --record) computes every one again.
+    probe) under a key of everything it reads, in check-results/ of the tool cache
+    (DSV4_PATCH_CACHE [default: ~/.cache/dsv4-patch]), and read it back when nothing it reads
+    changed: an edit re-runs only the checks it reaches. --fresh (and --record) computes every
+    one again.
 
     \b
     Examples:

@@ -90,11 +90,6 @@ def probe_env(tree: Path | None, deps: Path, switches: dict[str, str]) -> dict[s
     return env
 
 
-# Environment read by SGLang, its libraries or the probes (the rest of a probe's environment is paths,
-# keyed by what they hold, or nothing a probe reads).
-_KEYED_ENV = ("SGLANG_", "PROBE_", "TRITON_", "TORCH", "PYTORCH_", "CUDA_", "HIP_", "ROCM_", "OMP_", "MKL_",
-              "OPENBLAS_", "GOTO_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "PYTHONHASHSEED", "PYTHONWARNINGS",
-              "PYTHONOPTIMIZE")
 ROOT = HERE.parents[2]
 
 
@@ -102,14 +97,13 @@ def result_key(kind: str, trees: list[Path], deps: Path, env: dict[str, str], *f
     """The check-result cache key (tests/_check_cache.py) of one probe or in-tree test run: the trees it
     imports or reads (HEAD tree ids: None, never stored, for one with local changes), the files it
     runs (bytes), this folder's scripts, the CPU import dependencies and the test interpreter's
-    distributions, and the environment it reads."""
+    distributions, and the environment it reads (check_cache.KEYED_ENV)."""
     ids = [check_cache.tree_identity(t) for t in trees]
     if not all(ids):
         return None
     return check_cache.key_of(kind, ids, [hashlib.sha256(f.read_bytes()).hexdigest() for f in files],
                               check_cache.sources_digest(ROOT, (HERE,)), check_cache.dists_identity([deps]),
-                              check_cache.interpreter_identity(),
-                              {k: v for k, v in env.items() if k.startswith(_KEYED_ENV)})
+                              check_cache.interpreter_identity(), check_cache.keyed_env(env))
 
 
 # Imported once by the fork server: about half of each probe's interpreter start, and none of them
@@ -273,9 +267,11 @@ def run_sglang_unit_test(sglang_cpu_deps, sglang_interpreter, tmp_path_factory):
         key = result_key(f"unit test {test_file.name}", [tree, owner], sglang_cpu_deps, env, RUN_IN_TREE_TEST,
                          test_file) if owner else None
 
-        def compute() -> dict:
+        def compute():
             p = sglang_interpreter.run(argv, env, tree, tmp_path_factory.mktemp("sglang_unit_test"), timeout=900)
-            return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+            out = {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+            # unittest exits 0 or 1; anything else (a signal, the fork server closed) is not the test's
+            return out if p.returncode in (0, 1) else check_cache.Uncached(out, f"exit {p.returncode}")
 
         return check_cache.completed(check_cache.memoized(key, f"sglang unit test {test_file.name}", compute), argv)
 

@@ -198,6 +198,9 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
     return {False: base_venv, True: patched_venv}
 
 
+PYTEST_ONLY = ("_pytest", "pluggy", "iniconfig", "py", "pytest")  # what a tree's test files need of pytest
+
+
 def pytest_only_path() -> Path:
     """A folder holding only this interpreter's pytest and what it imports (links), for check scripts
     that run a tree's own test file inside a venv that has no pytest. Put last on sys.path there.
@@ -209,7 +212,7 @@ def pytest_only_path() -> Path:
     dst = Path(tempfile.gettempdir()) / f"dsv4-pytest-only-{os.getuid()}-{key}"
     dst.mkdir(exist_ok=True)
     # "pytest" last: its presence is what says the folder is complete
-    for name in ("_pytest", "pluggy", "iniconfig", "py", "pytest"):
+    for name in PYTEST_ONLY:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
             continue
@@ -230,6 +233,7 @@ def check_env(extra_env: dict[str, str] | None, pythonpath: list[Path]) -> dict[
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "TRITON_"))}
     env.update(extra_env or {})
     env["DSV4_PYTEST_PATH"] = str(pytest_only_path())
+    env["DSV4_CHECK_ROOT"] = str(ROOT)  # _harness.report names the repo files the check imported
     env.update({
         "PYTHONPATH": os.pathsep.join(str(p) for p in [ROOT, *pythonpath]),  # kernels/ oracles first
         "CUDA_VISIBLE_DEVICES": "",        # CPU; keeps vLLM's Triton import enabled for the interpreter
@@ -272,8 +276,8 @@ def _venv_identity(venv: Path) -> str:
 _IMPORT_RE = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_]\w*))", re.M)
 _ENV_NAME_RE = re.compile(r"\bDSV4_[A-Z0-9_]+")
 # Read by the libraries a check runs (vLLM, Triton, torch, the BLAS) rather than by the check itself.
-_LIBRARY_ENV = ("VLLM_", "TRITON_", "TORCH", "PYTORCH_", "CUDA_", "HIP_", "ROCM_", "OMP_", "MKL_", "OPENBLAS_")
-_PATH_ENV = ("DSV4_TREE_", "DSV4_BASE_", "DSV4_PYTEST_PATH")  # paths: what they hold is keyed otherwise
+_PATH_ENV = ("DSV4_TREE_", "DSV4_BASE_", "DSV4_PYTEST_PATH", "DSV4_CHECK_ROOT")  # paths: what they hold is keyed otherwise
+_TREE_ENV_RE = re.compile(r"^DSV4_(?:TREE|BASE)_")
 
 
 def _check_files(script: Path, check_dirs: list[Path]) -> list[Path]:
@@ -295,41 +299,69 @@ def _check_files(script: Path, check_dirs: list[Path]) -> list[Path]:
 
 def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, check_dirs: list[Path],
               env: dict[str, str]) -> str | None:
-    """None: not memoized. `env`: the environment the check runs with. The patched tree enters the
-    key only for a check whose files name DSV4_TREE_ / DSV4_BASE_ (its HEAD tree id, when clean); a
-    check that does not read it computes the same thing in a pristine venv whichever patched tree
-    the run has (regress's unpatched runs, bump's intent runs on the pristine tree)."""
+    """None: not memoized. `env`: the environment the check runs with. A tree enters the key only for
+    a check whose files name its variable (DSV4_TREE_VLLM, DSV4_BASE_...: the HEAD tree id of what it
+    points at, when clean; the patched tree also with its venv's overlay); a check that reads no tree
+    computes the same thing in a pristine venv whichever patched tree the run has (regress's
+    unpatched runs, bump's intent runs on the pristine tree)."""
     if not any(script.is_relative_to(top) for top in _SOURCES):
         return None  # a script the digest does not cover: always run
-    files = _check_files(script, check_dirs)
-    texts = "".join(f.read_text() for f in files)
+    named = _named_variables(script, check_dirs)
     here = _venv_identity(venv)
-    tree = "not read"
-    if "DSV4_TREE_" in texts or "DSV4_BASE_" in texts:
-        head = check_cache.tree_identity(patched_tree)
-        tree = head and f"{head} {_venv_identity(patched_venv)}"
-    if not here or not tree:
+    trees = {}
+    for name in _tree_variables(named, env):
+        head = check_cache.tree_identity(Path(env[name]))
+        trees[name] = head and (f"{head} {_venv_identity(patched_venv)}" if Path(env[name]) == patched_tree else head)
+    if not here or not all(trees.values()):
         return None  # an unstamped venv, or a tree with local changes: always run
-    named = set(_ENV_NAME_RE.findall(texts))
-    keyed = {k: v for k, v in env.items()
-             if (k.startswith(_LIBRARY_ENV) or k in named) and not k.startswith(_PATH_ENV)}
-    return check_cache.key_of(here, tree, script.relative_to(ROOT).as_posix(),
+    keyed = {k: v for k, v in check_cache.keyed_env(env, named).items() if not k.startswith(_PATH_ENV)}
+    return check_cache.key_of(here, trees, script.relative_to(ROOT).as_posix(),
                               check_cache.sources_digest(ROOT, _SOURCES), keyed, sys.platform, platform.machine(),
-                              _runner_pytest())
+                              check_cache.interpreter_identity(only=_RUNNER_PYTEST))
 
 
-def _runner_pytest() -> list[str]:
-    """The test interpreter's pytest and pluggy: checks that run a tree's own test files run them with
-    these (pytest_only_path)."""
-    from importlib.metadata import PackageNotFoundError, version
+def _named_variables(script: Path, check_dirs: list[Path]) -> set[str]:
+    """The DSV4_ variables the script and the check-folder modules it imports name."""
+    return set(_ENV_NAME_RE.findall("".join(f.read_text() for f in _check_files(script, check_dirs))))
 
-    out = []
-    for name in ("pytest", "pluggy", "iniconfig"):
-        try:
-            out.append(f"{name}=={version(name)}")
-        except PackageNotFoundError:
-            out.append(f"{name} missing")
-    return out
+
+def _tree_variables(named: set[str], env: dict[str, str]) -> list[str]:
+    """The named variables that point the check at a tree (keyed by the tree's content)."""
+    return sorted(n for n in named if _TREE_ENV_RE.match(n) and n in env)
+
+
+def _runner_pytest_file(f: Path) -> bool:
+    """A file of the test interpreter's pytest (pytest_only_path links them; keyed by _RUNNER_PYTEST),
+    which lies under the repo when the test venv does (.venv)."""
+    import site
+
+    for sp in site.getsitepackages():
+        sp = Path(sp).resolve()
+        if f.is_relative_to(sp):
+            return f.relative_to(sp).parts[0].removesuffix(".py") in PYTEST_ONLY
+    return False
+
+
+# The test interpreter's pytest and what it imports: checks that run a tree's own test files run them
+# with these (pytest_only_path).
+_RUNNER_PYTEST = ("pytest-", "pluggy-", "iniconfig-", "py-")
+
+
+def storable(result: dict, run_lines: list[str], trees: tuple[Path, ...] = ()):
+    """`result`, or check_cache.Uncached(result) when the key does not cover the run: the machine failed
+    a sub-check (out of memory, interrupted), or the check imported repo files outside _SOURCES and
+    the keyed `trees` (a tree under build/ is in the repo too)."""
+    if not run_lines:
+        return check_cache.Uncached(result, "the check did not say what it imported")
+    run = json.loads(run_lines[-1][len("DSV4-CHECK-RUN "):])
+    if run["machine_failures"]:
+        return check_cache.Uncached(result, f"the machine failed {', '.join(run['machine_failures'])}")
+    covered = [t.resolve() for t in (*_SOURCES, *trees)]
+    outside = [f for f in run["repo_files"]
+               if not any(Path(f).is_relative_to(t) for t in covered) and not _runner_pytest_file(Path(f))]
+    if outside:
+        return check_cache.Uncached(result, f"it imported {outside[0]}, which its key does not cover")
+    return result
 
 
 def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: Path):
@@ -345,13 +377,15 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
     def script(name: str) -> Path:
         return next(d / f"{name}.py" for d in check_dirs if (d / f"{name}.py").is_file())
 
-    def run(name: str, patched: bool, env: dict[str, str]) -> dict:
+    def run(name: str, patched: bool, env: dict[str, str]):
         r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs, env=env)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK ")]
         if not lines:
             pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "
                         f"(rc {r.returncode}):\n{r.stderr[-4000:]}")
-        return json.loads(lines[-1][len("DSV4-CHECK "):])
+        result = json.loads(lines[-1][len("DSV4-CHECK "):])
+        trees = tuple(Path(env[n]) for n in _tree_variables(_named_variables(script(name), check_dirs), env))
+        return storable(result, [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK-RUN ")], trees)
 
     def get(name: str, patched: bool = True) -> dict:
         key = (name, patched)

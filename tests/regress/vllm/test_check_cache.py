@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -53,13 +54,18 @@ def world(tmp_path, monkeypatch):
     _git(tree, "init", "-q")
     _git(tree, "add", "-A")
     _git(tree, "commit", "-q", "-m", "one")
-    env = {"DSV4_SEED": "7", "HOME": "/home/x", "UNRELATED": "1"}
+    patched_venv = tmp_path / "patched-venv"
+    shutil.copytree(venv, patched_venv)
+    stamp = patched_venv / V.STAMP
+    stamp.write_text(stamp.read_text().replace("overlay-1", "overlay-patched"))
+    env = {"DSV4_SEED": "7", "HOME": "/home/x", "UNRELATED": "1", "DSV4_TREE_VLLM": str(tree),
+           "PYTEST_XDIST_WORKER": "gw0", "PYTEST_CURRENT_TEST": "t.py::x (call)"}
 
-    def key(script: str = "c.py", env_over: dict | None = None) -> str | None:
+    def key(script: str = "c.py", env_over: dict | None = None, in_venv: Path = venv) -> str | None:
         C._sources.clear()  # a new run: the sources are hashed again
-        return V._memo_key(venv, venv, tree, checks / script, [checks], {**env, **(env_over or {})})
+        return V._memo_key(in_venv, patched_venv, tree, checks / script, [checks], {**env, **(env_over or {})})
 
-    return SimpleNamespace(checks=checks, venv=venv, site=site, tree=tree, key=key)
+    return SimpleNamespace(checks=checks, venv=venv, patched_venv=patched_venv, site=site, tree=tree, key=key)
 
 
 def _changes(world, change, *, script: str = "c.py", env_over: dict | None = None) -> bool:
@@ -92,12 +98,39 @@ def test_key_follows_every_input(world):
     assert _changes(w, lambda: None, env_over={"VLLM_USE_V2": "1"}), "a variable vLLM reads"
     assert _changes(w, lambda: None, env_over={"OMP_NUM_THREADS": "1"}), "a BLAS thread variable"
     assert not _changes(w, lambda: None, env_over={"UNRELATED": "2"}), "a variable nothing reads"
+    assert _changes(w, lambda: None, env_over={"PYTEST_ADDOPTS": "-x"}), "a variable pytest reads (in-tree tests)"
+    assert not _changes(w, lambda: None, env_over={"PYTEST_XDIST_WORKER": "gw1", "PYTEST_CURRENT_TEST": "y"}), \
+        "per-worker variables: workers share results"
+    assert w.key(in_venv=w.patched_venv) != w.key(), "the patched and the pristine venv"
     (record,) = w.site.glob("torch-*.dist-info/RECORD")  # renamed above
     record.write_text(record.read_text() + "../../../bin/torchrun,sha256=SHEBANG1,99\n")
     assert not _changes(w, lambda: record.write_text(record.read_text().replace("SHEBANG1", "SHEBANG2"))), \
         "a console script (its shebang names the venv's path: the same wheels elsewhere are the same)"
     assert not _changes(w, lambda: record.write_text(record.read_text() + "torch/__pycache__/__init__.cpython-311.pyc,,\n")), \
         "byte code pip compiled (or did not, with --no-compile)"
+
+
+def test_key_follows_the_base_tree_a_helper_names_and_the_cache_code(world, tmp_path, monkeypatch):
+    w = world
+    (w.checks / "_helper.py").write_text("import os\nBASE = os.environ['DSV4_BASE_VLLM']\nN = os.environ['DSV4_N']\n")
+    base = tmp_path / "base"
+    shutil.copytree(w.tree, base)
+    over = {"DSV4_BASE_VLLM": str(base), "DSV4_N": "1"}
+    k0 = w.key(env_over=over)
+    assert w.key(env_over={**over, "DSV4_N": "2"}) != k0, "a DSV4_ variable only an imported helper names"
+    (base / "f.py").write_text("a = base 2\n")
+    _git(base, "commit", "-qam", "base two")
+    assert w.key(env_over=over) != k0, "the base tree the helper reads"
+    (base / "new.py").write_text("x = 1\n")
+    assert w.key(env_over=over) is None, "an untracked file is a local change (importable)"
+    (base / "new.py").unlink()
+    own = tmp_path / "own.py"
+    own.write_text("v = 1\n")
+    monkeypatch.setattr(C, "_OWN", (own,))
+    monkeypatch.setattr(C, "_HERE", tmp_path / "x")
+    k1 = w.key(env_over=over)
+    own.write_text("v = 2\n")
+    assert w.key(env_over=over) != k1, "the cache's own code"
 
 
 def test_a_check_that_reads_no_tree_is_not_keyed_by_it(world):
@@ -188,20 +221,56 @@ def test_the_run_picks_the_cache_folder(tmp_path, monkeypatch, setting):
         assert C.MEMO_ENV not in os.environ  # the default is the run's, not left to what runs after
 
 
-def test_results_unused_for_a_month_are_pruned(tmp_path, monkeypatch):
+def test_results_unused_for_a_month_are_pruned_and_a_read_one_is_kept(tmp_path, monkeypatch):
     mod = _conftest()
     memo = tmp_path / "cache" / "check-results"
     memo.mkdir(parents=True)
-    old, new, lock = memo / ("a" * 64 + ".json"), memo / ("b" * 64 + ".json"), memo / f".{'a' * 64}.lock"
-    for f in (old, new, lock):
-        f.write_text("{}")
     month = time.time() - 31 * 86400
-    os.utime(old, (month, month))
+    old, new, read, tmp = (memo / f"{c * 64}.json" for c in "abcd")
+    tmp = memo / f".{'d' * 64}.json.123.tmp"
+    for f in (old, new, read, tmp):
+        f.write_text(json.dumps({"format": C.MEMO_FORMAT, "what": "x", "computed": "then", "result": {}}))
+    for f in (old, read, tmp):
+        os.utime(f, (month, month))
+    lock = memo / "locks" / ".aa.lock"
+    lock.parent.mkdir()
+    lock.write_text("")
     os.utime(lock, (month, month))
+    (memo / "log").write_text("x" * 10 + "\n" + "line\n" * (C.LOG_LIMIT // 5 + 10))
+    monkeypatch.setenv(C.MEMO_ENV, str(memo))
+    assert C.lookup("c" * 64, "read yesterday") == {}  # a hit counts as a use
     monkeypatch.setenv("DSV4_PATCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv(C.MEMO_ENV, raising=False)
     monkeypatch.setenv(mod.RUN_DIR_ENV, str(tmp_path))
     config = SimpleNamespace()
     mod.pytest_configure(config)
     mod.pytest_unconfigure(config)
-    assert not old.exists() and not lock.exists() and new.exists()
+    assert not old.exists() and not tmp.exists() and new.exists() and read.exists()
+    assert lock.exists()  # never removed: a holder could be using it
+    log = (memo / "log").read_text()
+    assert len(log) <= C.LOG_LIMIT // 2 and log.startswith("line\n") and "hit " in log
+
+
+def test_what_is_not_a_result_of_the_code_is_returned_but_never_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv(C.MEMO_ENV, str(tmp_path))
+    res = {"sub": {"ok": False, "error": "MemoryError: "}}
+    assert C.memoized("e" * 64, "c", lambda: C.Uncached(res, "the machine failed sub")) == res
+    assert not (tmp_path / f"{'e' * 64}.json").exists()
+    assert "not stored eeeeeeeeeeee c: the machine failed sub" in (tmp_path / "log").read_text()
+    (tmp_path / f"{'f' * 64}.json").write_text(json.dumps({"format": 1, "what": "c", "computed": "then",
+                                                          "result": {"stale": True}}))
+    assert C.memoized("f" * 64, "c", lambda: {"fresh": True}) == {"fresh": True}  # another format: not read
+
+
+def test_a_check_run_is_stored_only_when_its_key_covers_it():
+    ok = {"sub": {"ok": True, "error": ""}}
+    inside = str(V._SOURCES[0].resolve() / "codecs.py")
+    line = lambda **run: "DSV4-CHECK-RUN " + json.dumps({"machine_failures": [], "repo_files": [inside], **run})
+    assert V.storable(ok, [line()]) is ok
+    assert isinstance(V.storable(ok, []), C.Uncached)  # it did not say what it imported
+    assert "the machine failed sub" in V.storable(ok, [line(machine_failures=["sub"])]).why
+    elsewhere = str(ROOT / "dsv4_patch" / "build.py")
+    assert elsewhere in V.storable(ok, [line(repo_files=[inside, elsewhere])]).why
+    in_tree = str(ROOT / "build" / "vllm" / "tests" / "test_x.py")  # the keyed tree's own tests
+    assert V.storable(ok, [line(repo_files=[in_tree])], (ROOT / "build" / "vllm",)) is ok
+    assert isinstance(V.storable(ok, [line(repo_files=[in_tree])]), C.Uncached)  # no tree keyed

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 import traceback
 from contextlib import contextmanager
 
 _results: dict[str, dict] = {}
+_machine_failures: list[str] = []  # sub-checks the machine failed, not the code (see _by_the_machine)
+
+
+def _by_the_machine(e: BaseException) -> bool:
+    """Out of memory, of disk or of file handles, or interrupted: says nothing about the code."""
+    return isinstance(e, (MemoryError, KeyboardInterrupt)) or (
+        isinstance(e, OSError) and e.errno in (errno.ENOMEM, errno.ENOSPC, errno.EMFILE, errno.ENFILE))
 
 
 def check(fn):
@@ -15,13 +24,23 @@ def check(fn):
         fn()
         _results[fn.__name__] = {"ok": True, "error": ""}
     except BaseException as e:  # noqa: BLE001 - a sub-check's failure is data here
-        tb = traceback.format_exc(limit=int(__import__("os").environ.get("DSV4_TB_LIMIT", "3")))
+        tb = traceback.format_exc(limit=int(os.environ.get("DSV4_TB_LIMIT", "3")))
         _results[fn.__name__] = {"ok": False, "error": f"{type(e).__name__}: {e}\n{tb}"}
+        if _by_the_machine(e):
+            _machine_failures.append(fn.__name__)
     return fn
 
 
 def report() -> None:
+    """The results line, and a line for the runner's result cache: the sub-checks the machine failed
+    and the files under the repo (DSV4_CHECK_ROOT) this process imported (its key covers only some)."""
     sys.stdout.flush()
+    root = os.environ.get("DSV4_CHECK_ROOT")
+    # absolute paths only: some modules carry a made-up relative one (torch._classes: "_classes.py")
+    files = sorted({os.path.realpath(f) for m in list(sys.modules.values())
+                    if isinstance(f := getattr(m, "__file__", None), str) and os.path.isabs(f)}) if root else []
+    repo = [f for f in files if root and f.startswith(os.path.realpath(root) + os.sep)]
+    print("DSV4-CHECK-RUN " + json.dumps({"machine_failures": _machine_failures, "repo_files": repo}), flush=True)
     print("DSV4-CHECK " + json.dumps(_results), flush=True)
 
 
