@@ -43,6 +43,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return  # nothing will run: submit nothing
     if not any(BACKGROUND_FIXTURE in getattr(i, "fixturenames", ()) for i in session.items):
         return
     from slurm_background import start_in_background
