@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import site
 import subprocess
 import sys
@@ -46,6 +47,9 @@ UNKEYED_ENV = ("PYTEST_XDIST_", "PYTEST_CURRENT_TEST")
 _HERE = Path(__file__).resolve().parent
 # the code that shapes every run and key: an edit to it is a new cache
 _OWN = (_HERE / "_check_cache.py", _HERE / "_forkserver.py")
+_BOOKKEEPING = re.compile(r"\.dist-info/(?:REQUESTED|INSTALLER|direct_url\.json|RECORD)$")
+# what prune may remove: results, and leftovers of their writers and of the log's trim
+_RESULT = re.compile(r"^(?:[0-9a-f]{64}\.json|\.[0-9a-f]{64}\.json\.\d+\.tmp|\.log\.\d+\.tmp)$")
 _sources: dict[tuple[str, ...], str] = {}
 _dists: dict[tuple[str, str], str] = {}
 
@@ -79,12 +83,13 @@ def sources_digest(root: Path, tops: tuple[Path, ...]) -> str:
 
 
 def _record_line_counts(line: str) -> bool:
-    """RECORD lines that say what can be imported: not files outside the site folder (console
+    """RECORD lines that say what an install holds: not files outside the site folder (console
     scripts, whose shebang names the venv's path), not byte code (made from the sources, or not, by
-    `pip --no-compile`), not the dist-info's own bookkeeping (REQUESTED, INSTALLER, direct_url.json
-    with its absolute path; the folder's name already carries the version)."""
+    `pip --no-compile`), not pip's bookkeeping in the dist-info (REQUESTED, INSTALLER, and
+    direct_url.json with its absolute path); entry points and metadata stay (vLLM reads its
+    plugins from entry points)."""
     path = line.split(",", 1)[0]
-    return not (path.startswith("../") or path.endswith(".pyc") or ".dist-info/" in path)
+    return not (path.startswith("../") or path.endswith(".pyc") or _BOOKKEEPING.search(path))
 
 
 def dists_identity(sites: list[Path], skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> dict[str, str]:
@@ -224,10 +229,12 @@ def read_entry(path: Path) -> dict | None:
 
 
 def prune(memo: Path, now: float | None = None) -> None:
-    """Remove results not used for KEEP_DAYS and writers' leftovers as old; keep `log` under
-    LOG_LIMIT. Lock files stay (see _lock_path)."""
+    """Remove results not used for KEEP_DAYS and writers' leftovers as old (files named as this cache
+    names them, nothing else); keep `log` under LOG_LIMIT. Lock files stay (see _lock_path)."""
     cutoff = (now or time.time()) - KEEP_DAYS * 86400
-    for f in [*memo.glob("*.json"), *memo.glob(".*.tmp")] if memo.is_dir() else ():
+    for f in memo.iterdir() if memo.is_dir() else ():
+        if not _RESULT.match(f.name):
+            continue  # not this cache's: never removed (DSV4_CHECK_MEMO may name any folder)
         try:
             if f.stat().st_mtime < cutoff:
                 f.unlink()

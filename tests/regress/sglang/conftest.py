@@ -270,8 +270,13 @@ def run_sglang_unit_test(sglang_cpu_deps, sglang_interpreter, tmp_path_factory):
         def compute():
             p = sglang_interpreter.run(argv, env, tree, tmp_path_factory.mktemp("sglang_unit_test"), timeout=900)
             out = {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
-            # unittest exits 0 or 1; anything else (a signal, the fork server closed) is not the test's
-            return out if p.returncode in (0, 1) else check_cache.Uncached(out, f"exit {p.returncode}")
+            # unittest exits 0 or 1; anything else (a signal, the fork server closed) is not the test's,
+            # nor is running out of memory (torch raises RuntimeError for it)
+            if p.returncode not in (0, 1):
+                return check_cache.Uncached(out, f"exit {p.returncode}")
+            if any(t in (p.stdout + p.stderr).lower() for t in ("memoryerror", "can't allocate memory", "out of memory")):
+                return check_cache.Uncached(out, "out of memory")
+            return out
 
         return check_cache.completed(check_cache.memoized(key, f"sglang unit test {test_file.name}", compute), argv)
 

@@ -311,7 +311,10 @@ def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, 
     trees = {}
     for name in _tree_variables(named, env):
         head = check_cache.tree_identity(Path(env[name]))
-        trees[name] = head and (f"{head} {_venv_identity(patched_venv)}" if Path(env[name]) == patched_tree else head)
+        if head and Path(env[name]) == patched_tree:  # with the overlay made of it
+            overlay = _venv_identity(patched_venv)
+            head = overlay and f"{head} {overlay}"
+        trees[name] = head
     if not here or not all(trees.values()):
         return None  # an unstamped venv, or a tree with local changes: always run
     keyed = {k: v for k, v in check_cache.keyed_env(env, named).items() if not k.startswith(_PATH_ENV)}

@@ -101,6 +101,9 @@ def test_key_follows_every_input(world):
     assert _changes(w, lambda: None, env_over={"PYTEST_ADDOPTS": "-x"}), "a variable pytest reads (in-tree tests)"
     assert not _changes(w, lambda: None, env_over={"PYTEST_XDIST_WORKER": "gw1", "PYTEST_CURRENT_TEST": "y"}), \
         "per-worker variables: workers share results"
+    (w.checks / "_helper.py").write_text("import os\nR = os.environ['DSV4_CHECK_ROOT'], os.environ['DSV4_PYTEST_PATH']\n")
+    assert not _changes(w, lambda: None, env_over={"DSV4_CHECK_ROOT": "/other/clone", "DSV4_PYTEST_PATH": "/tmp/x"}), \
+        "paths named by the harness (keyed by what they hold): clones at other paths share results"
     assert w.key(in_venv=w.patched_venv) != w.key(), "the patched and the pristine venv"
     (record,) = w.site.glob("torch-*.dist-info/RECORD")  # renamed above
     record.write_text(record.read_text() + "../../../bin/torchrun,sha256=SHEBANG1,99\n")
@@ -232,6 +235,9 @@ def test_results_unused_for_a_month_are_pruned_and_a_read_one_is_kept(tmp_path, 
         f.write_text(json.dumps({"format": C.MEMO_FORMAT, "what": "x", "computed": "then", "result": {}}))
     for f in (old, read, tmp):
         os.utime(f, (month, month))
+    theirs = memo / "notes.json"  # DSV4_CHECK_MEMO may name a folder that holds other files
+    theirs.write_text("{}")
+    os.utime(theirs, (month, month))
     lock = memo / "locks" / ".aa.lock"
     lock.parent.mkdir()
     lock.write_text("")
@@ -247,6 +253,7 @@ def test_results_unused_for_a_month_are_pruned_and_a_read_one_is_kept(tmp_path, 
     mod.pytest_unconfigure(config)
     assert not old.exists() and not tmp.exists() and new.exists() and read.exists()
     assert lock.exists()  # never removed: a holder could be using it
+    assert theirs.exists()  # not a name this cache writes
     log = (memo / "log").read_text()
     assert len(log) <= C.LOG_LIMIT // 2 and log.startswith("line\n") and "hit " in log
 
@@ -271,6 +278,25 @@ def test_a_check_run_is_stored_only_when_its_key_covers_it():
     assert "the machine failed sub" in V.storable(ok, [line(machine_failures=["sub"])]).why
     elsewhere = str(ROOT / "dsv4_patch" / "build.py")
     assert elsewhere in V.storable(ok, [line(repo_files=[inside, elsewhere])]).why
+    import site
+
+    runner_pytest = str(Path(site.getsitepackages()[0]).resolve() / "_pytest" / "main.py")
+    assert V.storable(ok, [line(repo_files=[runner_pytest])]) is ok  # the test venv's pytest (keyed) under .venv
     in_tree = str(ROOT / "build" / "vllm" / "tests" / "test_x.py")  # the keyed tree's own tests
     assert V.storable(ok, [line(repo_files=[in_tree])], (ROOT / "build" / "vllm",)) is ok
     assert isinstance(V.storable(ok, [line(repo_files=[in_tree])]), C.Uncached)  # no tree keyed
+
+
+def test_the_machine_running_out_is_told_from_a_failure_of_the_code():
+    spec = importlib.util.spec_from_file_location("dsv4_check_harness", Path(__file__).parent / "checks" / "_harness.py")
+    h = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(h)
+    import errno as E
+
+    machine = [MemoryError(), KeyboardInterrupt(), OSError(E.ENOSPC, "No space left on device"),
+               RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes. Error code 12"),
+               RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")]
+    code = [AssertionError("rows came back not rotated"), RuntimeError("shape mismatch"),
+            OSError(E.ENOENT, "No such file"), ImportError("cannot import name 'x'")]
+    assert [h._by_the_machine(e) for e in machine] == [True] * len(machine)
+    assert [h._by_the_machine(e) for e in code] == [False] * len(code)

@@ -13,10 +13,15 @@ _results: dict[str, dict] = {}
 _machine_failures: list[str] = []  # sub-checks the machine failed, not the code (see _by_the_machine)
 
 
+# torch's allocators raise RuntimeError, not MemoryError ("DefaultCPUAllocator: can't allocate memory")
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory")
+
+
 def _by_the_machine(e: BaseException) -> bool:
     """Out of memory, of disk or of file handles, or interrupted: says nothing about the code."""
     return isinstance(e, (MemoryError, KeyboardInterrupt)) or (
-        isinstance(e, OSError) and e.errno in (errno.ENOMEM, errno.ENOSPC, errno.EMFILE, errno.ENFILE))
+        isinstance(e, OSError) and e.errno in (errno.ENOMEM, errno.ENOSPC, errno.EMFILE, errno.ENFILE)) or (
+        isinstance(e, RuntimeError) and any(t in str(e).lower() for t in OUT_OF_MEMORY))
 
 
 def check(fn):
