@@ -209,7 +209,8 @@ def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factor
         env = probe_env(tree, sglang_cpu_deps, switches)
         key, what = result_key("probe", [tree], sglang_cpu_deps, env, PROBE), f"sglang probe {out.stem}"
         stored = check_cache.lookup(key, what)
-        if stored is not None:  # the same probe of the same tree: its arrays, as that run wrote them
+        if stored is not None and isinstance(stored.get("npz"), str):  # the same probe of the same tree:
+            # its arrays, as that run wrote them (an entry without them is computed again)
             results[cfg] = dict(np.load(io.BytesIO(base64.b64decode(stored["npz"]))))
             return
         log = out.with_suffix(".log")
