@@ -27,6 +27,7 @@ import site
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -161,8 +162,6 @@ def hold(key: str | None):
     """A context manager holding `key`'s lock (nothing without a key or a cache)."""
     memo = folder()
     if not key or memo is None:
-        from contextlib import nullcontext
-
         return nullcontext()
     return venv_lock(_lock_path(memo, key))
 

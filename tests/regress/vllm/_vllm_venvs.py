@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -297,22 +298,21 @@ def _check_files(script: Path, check_dirs: list[Path]) -> list[Path]:
     return seen
 
 
-def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, check_dirs: list[Path],
+def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, named: set[str],
               env: dict[str, str]) -> str | None:
     """None: not memoized. `env`: the environment the check runs with. A tree enters the key only for
     a check whose files name its variable (DSV4_TREE_VLLM, DSV4_BASE_...: the HEAD tree id of what it
     points at, when clean; the patched tree also with its venv's overlay); a check that reads no tree
     computes the same thing in a pristine venv whichever patched tree the run has (regress's
-    unpatched runs, bump's intent runs on the pristine tree)."""
+    unpatched runs, bump's intent runs on the pristine tree). `named`: _named_variables(script)."""
     if not any(script.is_relative_to(top) for top in _SOURCES):
         return None  # a script the digest does not cover: always run
-    named = _named_variables(script, check_dirs)
     here = _venv_identity(venv)
     trees = {}
     for name in _tree_variables(named, env):
         head = check_cache.tree_identity(Path(env[name]))
         if head and Path(env[name]) == patched_tree:  # with the overlay made of it
-            overlay = _venv_identity(patched_venv)
+            overlay = here if patched_venv == venv else _venv_identity(patched_venv)
             head = overlay and f"{head} {overlay}"
         trees[name] = head
     if not here or not all(trees.values()):
@@ -336,8 +336,6 @@ def _tree_variables(named: set[str], env: dict[str, str]) -> list[str]:
 def _runner_pytest_file(f: Path) -> bool:
     """A file of the test interpreter's pytest (pytest_only_path links them; keyed by _RUNNER_PYTEST),
     which lies under the repo when the test venv does (.venv)."""
-    import site
-
     for sp in site.getsitepackages():
         sp = Path(sp).resolve()
         if f.is_relative_to(sp):
@@ -345,9 +343,9 @@ def _runner_pytest_file(f: Path) -> bool:
     return False
 
 
-# The test interpreter's pytest and what it imports: checks that run a tree's own test files run them
-# with these (pytest_only_path).
-_RUNNER_PYTEST = ("pytest-", "pluggy-", "iniconfig-", "py-")
+# The test interpreter's pytest and what it imports (their dist-info names): checks that run a tree's
+# own test files run them with these (pytest_only_path).
+_RUNNER_PYTEST = tuple(f"{name}-" for name in PYTEST_ONLY if not name.startswith("_"))
 
 
 def storable(result: dict, run_lines: list[str], trees: tuple[Path, ...] = ()):
@@ -380,23 +378,24 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
     def script(name: str) -> Path:
         return next(d / f"{name}.py" for d in check_dirs if (d / f"{name}.py").is_file())
 
-    def run(name: str, patched: bool, env: dict[str, str]):
+    def run(name: str, patched: bool, env: dict[str, str], trees: tuple[Path, ...]):
         r = run_in_venv(venvs[patched], script(name), pythonpath=check_dirs, env=env)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK ")]
         if not lines:
             pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "
                         f"(rc {r.returncode}):\n{r.stderr[-4000:]}")
         result = json.loads(lines[-1][len("DSV4-CHECK "):])
-        trees = tuple(Path(env[n]) for n in _tree_variables(_named_variables(script(name), check_dirs), env))
         return storable(result, [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK-RUN ")], trees)
 
     def get(name: str, patched: bool = True) -> dict:
         key = (name, patched)
         if key not in cache:
             env = check_env({"DSV4_TREE_VLLM": str(patched_tree)}, check_dirs)
-            memo_key = _memo_key(venvs[patched], venvs[True], patched_tree, script(name), check_dirs, env)
+            named = _named_variables(script(name), check_dirs)
+            trees = tuple(Path(env[n]) for n in _tree_variables(named, env))  # what the key covers
+            memo_key = _memo_key(venvs[patched], venvs[True], patched_tree, script(name), named, env)
             what = f"{name} {'patched' if patched else 'pristine'} in {venvs[patched].parent.name}"
-            cache[key] = check_cache.memoized(memo_key, what, lambda: run(name, patched, env))
+            cache[key] = check_cache.memoized(memo_key, what, lambda: run(name, patched, env, trees))
         return cache[key]
 
     return get

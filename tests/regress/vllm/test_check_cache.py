@@ -63,7 +63,8 @@ def world(tmp_path, monkeypatch):
 
     def key(script: str = "c.py", env_over: dict | None = None, in_venv: Path = venv) -> str | None:
         C._sources.clear()  # a new run: the sources are hashed again
-        return V._memo_key(in_venv, patched_venv, tree, checks / script, [checks], {**env, **(env_over or {})})
+        named = V._named_variables(checks / script, [checks])
+        return V._memo_key(in_venv, patched_venv, tree, checks / script, named, {**env, **(env_over or {})})
 
     return SimpleNamespace(checks=checks, venv=venv, patched_venv=patched_venv, site=site, tree=tree, key=key)
 
@@ -152,7 +153,7 @@ def test_what_cannot_be_named_is_never_stored(world):
     assert w.key() is None  # an unstamped venv
     outside = w.checks.parent / "elsewhere.py"
     outside.write_text("x = 1\n")
-    assert V._memo_key(w.venv, w.venv, w.tree, outside, [w.checks], {}) is None  # not in the hashed sources
+    assert V._memo_key(w.venv, w.venv, w.tree, outside, set(), {}) is None  # not in the hashed sources
 
 
 def _counting():
