@@ -17,6 +17,7 @@ from dsv4_patch.e2e.protocol import RequestSpec, WorkerRequest
 from dsv4_patch.e2e.slurm import SlurmConfig, SlurmLauncher
 from dsv4_patch.e2e.stages import judge_case, prepare_case
 from dsv4_patch.e2e.verdict import Verdict
+from dsv4_patch.regress import RUN_DIR_ENV
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -52,7 +53,9 @@ def _submit_and_judge() -> tuple[dict | None, str]:
     if env is None:
         return None, why
     os.environ.update(env)  # sbatch/squeue/scontrol find the test cluster
-    out = Path(tempfile.mkdtemp(prefix="dsv4-slurm-e2e-"))
+    # in the run's folder (removed when the run ends; the jobs are judged before that), else a temporary one
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    out = Path(tempfile.mkdtemp(prefix="slurm-e2e-", dir=run_dir) if run_dir else tempfile.mkdtemp(prefix="dsv4-slurm-e2e-"))
     cfg = SlurmConfig(time="1", poll_seconds=2, python=sys.executable, follow_timeout_s=240, cpus_per_task=1)
     launcher = SlurmLauncher(cfg, pythonpath=ROOT)
     submitted = {}

@@ -38,6 +38,7 @@ import pytest
 from dsv4_patch.build import (DEFAULT_TORCH, STAMP, build_overlay, changed_files, ensure_venv, overlay_key,
                               venv_lock, venv_python)
 from dsv4_patch.errors import Dsv4Error
+from dsv4_patch.regress import RUN_DIR_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = "vllm"
@@ -178,7 +179,9 @@ def release_base(base_tree: Path, version: str, make_base: Callable[[Path], None
         else:
             with venv_lock(base_venv):
                 install_cpu_release(base_venv, version)
-        build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version)
+        # no import check (verify_imports): that is `dsv4-patch build`'s promise to a user; here the
+        # checks import what they test, and importing every patched vLLM module costs 20-30 s a venv
+        build_overlay(base_tree, base_tree, base_venv, package=PACKAGE, version=version, verify_imports=False)
         with venv_lock(base_venv):
             prune(venv_python(base_venv))
     except (Dsv4Error, subprocess.CalledProcessError) as e:
@@ -193,7 +196,8 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
     try:
         patched_venv = patched_venv_path(base_venv.parent, base_tree, patched_tree, version)
         hardlink_clone(base_venv, patched_venv)
-        build_overlay(base_tree, patched_tree, patched_venv, package=PACKAGE, version=version)
+        build_overlay(base_tree, patched_tree, patched_venv, package=PACKAGE, version=version,
+                      verify_imports=False)  # as in release_base
     except (Dsv4Error, subprocess.CalledProcessError) as e:
         _fail(f"vLLM {version} overlay build", e)
     return {False: base_venv, True: patched_venv}
@@ -206,11 +210,13 @@ def pytest_only_path() -> Path:
     """A folder holding only this interpreter's pytest and what it imports (links), for check scripts
     that run a tree's own test file inside a venv that has no pytest. Put last on sys.path there.
     One folder per interpreter (the links point into its site-packages), links that point elsewhere
-    (a deleted venv's) replaced."""
+    (a deleted venv's) replaced; in the run's folder, which goes when the run ends (the system's
+    temporary folder outside a run)."""
     import importlib.util
 
     key = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
-    dst = Path(tempfile.gettempdir()) / f"dsv4-pytest-only-{os.getuid()}-{key}"
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    dst = Path(run_dir) / f"pytest-only-{key}" if run_dir else Path(tempfile.gettempdir()) / f"dsv4-pytest-only-{os.getuid()}-{key}"
     dst.mkdir(exist_ok=True)
     # "pytest" last: its presence is what says the folder is complete
     for name in PYTEST_ONLY:

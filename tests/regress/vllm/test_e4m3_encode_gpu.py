@@ -22,16 +22,10 @@ from pathlib import Path
 
 import pytest
 
-try:
-    import torch
-except ImportError:  # still collected (regress names these ids), then skipped below
-    torch = None
+from _cuda_torch import cuda_torch
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0 -e '.[kernels]')"),
-    pytest.mark.skipif(torch is not None and not torch.cuda.is_available(), reason="needs a CUDA GPU (the lent H200)"),
-]
+torch, NO_GPU = cuda_torch()  # still collected without a GPU (regress names these ids), then skipped
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(torch is None, reason=NO_GPU or "")]
 
 HERE = Path(__file__).resolve().parent
 IN_TREE = ("tests/kernels/attention/test_dsv4_e4m3_manual_encode.py",  # the encoder

@@ -11,20 +11,15 @@ import os
 
 import pytest
 
+from _cuda_torch import cuda_torch
 from _standalone_sparse_mla import load
 
-try:
-    import torch
-
+# still collected without a GPU (regress names these ids), then skipped, not an error
+torch, NO_GPU = cuda_torch()
+if torch is not None:
     from kernels.fp8_ds_mla import naive
-except ImportError:  # still collected (regress names these ids), then skipped below, not an error
-    torch = naive = None
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0 -e '.[kernels]')"),
-    pytest.mark.skipif(torch is not None and not torch.cuda.is_available(), reason="needs a CUDA GPU (the lent H200)"),
-]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(torch is None, reason=NO_GPU or "")]
 
 NOPE, ROPE, SCALE = 448, 64, 0.05
 DEV = "cuda"
