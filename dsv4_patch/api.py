@@ -280,7 +280,7 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
     and (`semantic`) whether each patch's intent tests fail on the pristine pin."""
     from .sources import Cache
     from .stack import load_stack
-    from .tree import PatchFailure, build_tree
+    from .tree import PatchFailure, applies_on, build_tree
 
     cache = cache or Cache.default()
     rows = []
@@ -293,10 +293,14 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
         if check_apply:
             with tempfile.TemporaryDirectory(prefix="dsv4-status-") as td:
                 try:
-                    build_tree(cfg, Path(td), cache=cache, progress=progress)
+                    # the pristine pin (the intent tests run on it), then the patches on its objects;
+                    # a patched tree is built only when that cannot tell (git am decides, and reports)
+                    base = build_tree(cfg, Path(td), name=cfg.name + BASE_SUFFIX, upto=0, cache=cache, progress=progress)
+                    if not applies_on(cfg, base.tree):
+                        build_tree(cfg, Path(td), cache=cache, progress=progress)
                     row.applies = {"ok": True}
                     if semantic:
-                        _semantic_at_pin(project, cfg, loaded.patches, Path(td), cache, row, progress)
+                        _semantic_at_pin(project, cfg, loaded.patches, base.tree, row, progress)
                 except ConflictError as e:
                     row.applies = {"ok": False, "failure": e.report.to_dict() if isinstance(e.report, PatchFailure) else e.message}
                 except Dsv4Error as e:
@@ -306,15 +310,13 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
     return rows
 
 
-def _semantic_at_pin(project: Project, cfg: StackConfig, patches, td: Path, cache: Cache, row: StackStatus,
+def _semantic_at_pin(project: Project, cfg: StackConfig, patches, pristine: Path, row: StackStatus,
                      progress: Progress) -> None:
     """Each patch's intent tests on the pristine pin: they must fail there (`needed`); one that passes
     without its patch proves nothing (or the pin already has the fix)."""
     from .bump.semantic import check as semantic_check
-    from .tree import build_tree
 
-    base = build_tree(cfg, td, name=cfg.name + BASE_SUFFIX, upto=0, cache=cache, progress=progress)
-    row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg.name, base.tree, patches, progress=progress)]
+    row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg.name, pristine, patches, progress=progress)]
     for s in row.semantic:
         if s["verdict"] == "fixed-upstream":
             row.warnings.append(f"{s['patch']}: its intent tests pass on the pristine pin without it ({s['reason']})")

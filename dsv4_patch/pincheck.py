@@ -2,7 +2,7 @@
 
 The question is the one `bump` answers (rebase every patch onto REF, one verdict per patch), so
 it is asked through `bump` itself, writing only under a private temporary folder: the refreshed
-patches go to --into there, the pin and patches/ stay untouched, no regression run.
+patches go to --into there, the pin and patches/ stay untouched, no regression run and no intent tests.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def check_pin(project: Project, stack: str, ref: str, *, source: str | None = No
     from .bump import BumpOptions, bump
 
     with tempfile.TemporaryDirectory(prefix="dsv4-pin-check-") as td:
-        opts = BumpOptions(regress=False, into=Path(td) / "refreshed", source=source, out=Path(td) / "build")
+        # Whether the patches apply is answered by the rebase alone: no intent tests (whether each
+        # passes at REF is `bump`'s question: it decides what to drop), no trees left to resolve in
+        opts = BumpOptions(regress=False, into=Path(td) / "refreshed", source=source, out=Path(td) / "build",
+                           semantic=False, conflict_trees=False)
         try:
             rep = bump(project, stack, ref, opts=opts, progress=progress)
         except Dsv4Error as e:

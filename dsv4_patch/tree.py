@@ -297,6 +297,21 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
                            time.monotonic() - t0, note="; ".join(filter(None, [base.note, *notes])))
 
 
+def applies_on(stack_cfg: StackConfig, pristine: Path) -> bool:
+    """Whether the whole stack applies on `pristine` (a tree built with upto=0), answered from git
+    objects alone when the fast path makes every commit exactly: no second tree is checked out (a
+    vLLM checkout is 6,700 files). False means "not known this way": build the tree for git am's
+    verdict and its conflict report. Patches that would write outside the tree are refused, as by
+    build_tree; the pristine tree's work tree and HEAD are left as they are."""
+    patches = _loaded(stack_cfg, None).patches
+    g = Git(pristine)
+    made, _ = incremental.fast_commits(g, g.rev("HEAD"), [with_trailer(p) for p in patches], all_or_nothing=True)
+    if len(made) < len(patches):
+        return False
+    verify_commits(g, patches, list(zip([p.name for p in patches], made)))
+    return True
+
+
 def _loaded(stack_cfg: StackConfig, upto: int | None) -> LoadedStack:
     """The first `upto` patches (default all), parsed, and refused if they would write outside the tree."""
     loaded = load_stack(stack_cfg)

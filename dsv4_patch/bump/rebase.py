@@ -59,6 +59,7 @@ class BumpOptions:
     source: str | None = None
     out: Path | None = None
     semantic: bool = True  # run each patch's intent tests on the pristine REF
+    conflict_trees: bool = True  # leave a tree per blocking patch to resolve (pin's check needs none)
 
 
 @dataclass
@@ -322,7 +323,7 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         rep.new["what"] = target.what
     if target.partial is not None:
         rep.new["partial"] = target.partial
-    rep.conflict_trees = _conflict_trees(out, cfg, tree, blocked, target.label)
+    rep.conflict_trees = _conflict_trees(out, cfg, tree, blocked, target.label) if opts.conflict_trees else {}
     rep.range_diff = _range_diff(tree, old, old_tree) if old else "(no range-diff: the pin is unreachable here)"
     refreshed = render_patches(tree)
     rep.refreshed = [n for n, _ in refreshed]

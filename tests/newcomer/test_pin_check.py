@@ -58,3 +58,20 @@ def test_pin_to_a_ref_where_everything_applies_says_so(env, cli):
     p = cli(env, "pin", "demo", new, check=0)
     assert "the one patch applies at" in p.stdout and "updated patches/stacks.toml" in p.stdout
     assert new in (env.root / "patches/stacks.toml").read_text()
+
+
+def test_pin_runs_none_of_the_bound_tests(env, cli, tmp_path):
+    """The check rebases the stack and nothing more: running the patches' tests (their intent at REF,
+    their regression) is `bump`'s and `regress`'s work, not a side effect of moving a pin."""
+    _git_sourced(env)
+    ran = tmp_path / "ran"
+    (env.root / "tests").mkdir(exist_ok=True)
+    (env.root / "tests/test_demo.py").write_text(
+        f"from pathlib import Path\n\ndef test_ok():\n    Path({str(ran)!r}).touch()\n")
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three",
+               body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n")
+    env.up.write("src/a.py", numbered(60).replace("line 3\n", "line 3 (upstream)\n"))
+    new = env.up.commit("upstream rewrites line 3")
+    p = cli(env, "pin", "demo", new, "--dry-run", check=3)
+    assert "three.patch (conflict in src/a.py)" in p.stdout
+    assert not ran.exists()
