@@ -51,7 +51,7 @@ def _wheel(dirpath: Path) -> Path:
 
 
 @pytest.fixture()
-def toy(tmp_path, monkeypatch):
+def toy(tmp_path, monkeypatch, venv_template):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     _wheel(wheels)
@@ -70,6 +70,7 @@ def toy(tmp_path, monkeypatch):
     patched = tmp_path / "patched"
     _git(tmp_path, "clone", "-q", str(base), str(patched))
     _git(patched, "update-ref", "refs/dsv4/base", "HEAD")
+    shutil.copytree(venv_template, tmp_path / "venv", symlinks=True)  # empty, as ensure_venv makes it
     return base, patched, tmp_path / "venv"
 
 
@@ -133,7 +134,8 @@ def test_refuses_when_installed_file_differs(toy):
 @pytest.mark.parametrize("path", ["csrc/rocm/skinny.cu", "csrc/x.h", "kernels/a.cuh", "a/b.hip",
                                   "src/k.cpp", "CMakeLists.txt", "cmake/utils.cmake"])
 def test_refuses_compiled_source_change(toy, path):
-    base, patched, venv = toy
+    base, patched, _ = toy
+    venv = patched.parent / "not-made-yet"
     _commit(patched, {"dsv4toy/mod.py": "VALUE = 'patched'\n", path: "// changed\n"})
     with pytest.raises(Dsv4Error) as e:
         build_overlay(base, patched, venv, package=PKG, version=VER, python=sys.executable)
