@@ -36,6 +36,9 @@ LONGEST_FIRST = (
     "tests/regress/sglang/test_o_fp8_qdq.py",
     "tests/bump/test_deepgemm_bump.py",
 )
+# Started last: it waits for the real Slurm jobs submitted at collection (tests/e2e/conftest.py),
+# whose time-limit scenario takes ~90 s of the scheduler's time; run earlier, a worker sits idle.
+LAST = ("tests/e2e/test_e2e_slurm.py",)
 
 
 def _workers(config) -> str | None:
@@ -140,8 +143,8 @@ def pytest_unconfigure(config):
 def pytest_collection_modifyitems(session, config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # serial runs keep pytest's order
-    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda it: rank.get(it.nodeid.split("::", 1)[0], len(rank)))  # stable
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)} | {f: len(LONGEST_FIRST) + 1 for f in LAST}
+    items.sort(key=lambda it: rank.get(it.nodeid.split("::", 1)[0], len(LONGEST_FIRST)))  # stable
 
 
 def _tree(stack: str, patched: bool, release: str | None) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+import _check_cache as check_cache
 import pytest
 
 from dsv4_patch import api
@@ -104,10 +105,20 @@ def test_vllm_sdist_streams_to_the_tree_of_tar_x_and_git_add(pypi, project, tmp_
     (cache.dir("archives") / real.name).symlink_to(real)
     base = archive.materialize(cfg, spec, cache)
     assert not any((cache.root / "tmp").iterdir())
-    out = tmp_path / "oracle"
-    out.mkdir()
-    subprocess.run(["tar", "-xzf", str(real), "--no-same-owner", "-C", str(out)], check=True)
-    env = {"GIT_DIR": str(tmp_path / "oracle.git"), "GIT_WORK_TREE": str(out / "vllm-0.27.1")}
-    git(tmp_path, "init", "-q", "--bare", str(tmp_path / "oracle.git"))
-    git(out, "add", "-A", "--force", ".", env=env)
-    assert Git(base.git_dir).out("rev-parse", f"{base.commit}^{{tree}}") == git(out, "write-tree", env=env).strip()
+
+    def oracle() -> dict:
+        out = tmp_path / "oracle"
+        out.mkdir()
+        subprocess.run(["tar", "-xzf", str(real), "--no-same-owner", "-C", str(out)], check=True)
+        env = {"GIT_DIR": str(tmp_path / "oracle.git"), "GIT_WORK_TREE": str(out / "vllm-0.27.1")}
+        git(tmp_path, "init", "-q", "--bare", str(tmp_path / "oracle.git"))
+        git(out, "add", "-A", "--force", ".", env=env)
+        return {"tree": git(out, "write-tree", env=env).strip()}
+
+    # The oracle's answer depends only on the archive's bytes, tar, git and this recipe: kept in the
+    # check-result cache (tests/_check_cache.py) under those, it is extracted once, not every run.
+    versions = [subprocess.run([tool, "--version"], capture_output=True, text=True).stdout for tool in ("tar", "git")]
+    key = check_cache.key_of("tar -x + git add -A", spec.get("sha256"), versions,
+                             check_cache.sources_digest(ROOT, (Path(__file__),)))
+    want = check_cache.memoized(key, "vllm-0.27.1.tar.gz: the tree of tar -x + git add -A", oracle)["tree"]
+    assert Git(base.git_dir).out("rev-parse", f"{base.commit}^{{tree}}") == want
