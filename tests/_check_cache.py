@@ -68,14 +68,21 @@ def keyed_env(env: dict[str, str], named: set[str] = frozenset()) -> dict[str, s
             if (k.startswith(KEYED_ENV) and not k.startswith(UNKEYED_ENV)) or k in named}
 
 
+def is_test_module(f: Path) -> bool:
+    """A pytest test module (test_*.py): it picks which computation to ask for and judges what comes
+    back, and feeds none of it (the runners build every input themselves), so no key covers it and an
+    edit to a test re-runs no check. A run that imports one is not stored (_vllm_venvs.storable)."""
+    return f.name.startswith("test_") and f.suffix == ".py"
+
+
 def sources_digest(root: Path, tops: tuple[Path, ...]) -> str:
-    """The paths (relative to root) and bytes of every .py under `tops` (folders or files), once per
-    process."""
+    """The paths (relative to root) and bytes of every .py under `tops` (folders or files) but the
+    test modules in folders, once per process."""
     memo = tuple(str(t) for t in tops)
     if memo not in _sources:
         h = hashlib.sha256()
         for top in tops:
-            for f in sorted(top.rglob("*.py")) if top.is_dir() else [top]:
+            for f in sorted(p for p in top.rglob("*.py") if not is_test_module(p)) if top.is_dir() else [top]:
                 if "__pycache__" not in f.parts:
                     h.update(f"{f.relative_to(root).as_posix()}\n".encode())
                     h.update(hashlib.sha256(f.read_bytes()).digest())

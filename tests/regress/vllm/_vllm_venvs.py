@@ -356,16 +356,18 @@ _RUNNER_PYTEST = tuple(f"{name}-" for name in PYTEST_ONLY if not name.startswith
 
 def storable(result: dict, run_lines: list[str], trees: tuple[Path, ...] = ()):
     """`result`, or check_cache.Uncached(result) when the key does not cover the run: the machine failed
-    a sub-check (out of memory, interrupted), or the check imported repo files outside _SOURCES and
-    the keyed `trees` (a tree under build/ is in the repo too)."""
+    a sub-check (out of memory, interrupted), or the check imported repo files outside _SOURCES (or
+    one of its test modules, which no key covers) and the keyed `trees` (a tree under build/ is in
+    the repo too)."""
     if not run_lines:
         return check_cache.Uncached(result, "the check did not say what it imported")
     run = json.loads(run_lines[-1][len("DSV4-CHECK-RUN "):])
     if run["machine_failures"]:
         return check_cache.Uncached(result, f"the machine failed {', '.join(run['machine_failures'])}")
-    covered = [t.resolve() for t in (*_SOURCES, *trees)]
+    sources, keyed_trees = [t.resolve() for t in _SOURCES], [t.resolve() for t in trees]
     outside = [f for f in run["repo_files"]
-               if not any(Path(f).is_relative_to(t) for t in covered) and not _runner_pytest_file(Path(f))]
+               if not (any(Path(f).is_relative_to(t) for t in sources) and not check_cache.is_test_module(Path(f)))
+               and not any(Path(f).is_relative_to(t) for t in keyed_trees) and not _runner_pytest_file(Path(f))]
     if outside:
         return check_cache.Uncached(result, f"it imported {outside[0]}, which its key does not cover")
     return result

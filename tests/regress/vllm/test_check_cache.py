@@ -95,6 +95,10 @@ def test_key_follows_every_input(world):
     }
     for what, change in edits.items():
         assert _changes(w, change), f"{what} did not change the key"
+    (w.checks / "test_c.py").write_text("def test_c():\n    pass\n")
+    assert not _changes(w, lambda: (w.checks / "test_c.py").write_text("def test_c():\n    assert 1\n")), \
+        "a test module: it only asks for results and judges them"
+    assert _changes(w, lambda: (w.checks / "conftest.py").write_text("X = 1\n")), "a conftest (it builds the runners)"
     assert _changes(w, lambda: None, env_over={"DSV4_SEED": "8"}), "a DSV4_ variable the script reads"
     assert _changes(w, lambda: None, env_over={"VLLM_USE_V2": "1"}), "a variable vLLM reads"
     assert _changes(w, lambda: None, env_over={"OMP_NUM_THREADS": "1"}), "a BLAS thread variable"
@@ -279,6 +283,8 @@ def test_a_check_run_is_stored_only_when_its_key_covers_it():
     assert "the machine failed sub" in V.storable(ok, [line(machine_failures=["sub"])]).why
     elsewhere = str(ROOT / "dsv4_patch" / "build.py")
     assert elsewhere in V.storable(ok, [line(repo_files=[inside, elsewhere])]).why
+    a_test = str(V._SOURCES[1].resolve() / "test_sparse_mla_reader.py")  # in the sources, but keyed by no key
+    assert a_test in V.storable(ok, [line(repo_files=[inside, a_test])]).why
     import site
 
     runner_pytest = str(Path(site.getsitepackages()[0]).resolve() / "_pytest" / "main.py")
