@@ -293,14 +293,18 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
         if check_apply:
             with tempfile.TemporaryDirectory(prefix="dsv4-status-") as td:
                 try:
-                    # the pristine pin (the intent tests run on it), then the patches on its objects;
-                    # a patched tree is built only when that cannot tell (git am decides, and reports)
-                    base = build_tree(cfg, Path(td), name=cfg.name + BASE_SUFFIX, upto=0, cache=cache, progress=progress)
-                    if not applies_on(cfg, base.tree):
-                        build_tree(cfg, Path(td), cache=cache, progress=progress)
-                    row.applies = {"ok": True}
                     if semantic:
+                        # the pristine pin (the intent tests run on it), then the patches on its objects;
+                        # a patched tree is built only when that cannot tell (git am decides, and reports)
+                        base = build_tree(cfg, Path(td), name=cfg.name + BASE_SUFFIX, upto=0, cache=cache,
+                                          progress=progress)
+                        if not applies_on(cfg, base.tree):
+                            build_tree(cfg, Path(td), cache=cache, progress=progress)
+                        row.applies = {"ok": True}
                         _semantic_at_pin(project, cfg, loaded.patches, base.tree, row, progress)
+                    else:  # one tree either way: the patched one
+                        build_tree(cfg, Path(td), cache=cache, progress=progress)
+                        row.applies = {"ok": True}
                 except ConflictError as e:
                     row.applies = {"ok": False, "failure": e.report.to_dict() if isinstance(e.report, PatchFailure) else e.message}
                 except Dsv4Error as e:

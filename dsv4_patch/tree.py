@@ -302,14 +302,18 @@ def applies_on(stack_cfg: StackConfig, pristine: Path) -> bool:
     objects alone when the fast path makes every commit exactly: no second tree is checked out (a
     vLLM checkout is 6,700 files). False means "not known this way": build the tree for git am's
     verdict and its conflict report. Patches that would write outside the tree are refused, as by
-    build_tree; the pristine tree's work tree and HEAD are left as they are."""
-    patches = _loaded(stack_cfg, None).patches
-    g = Git(pristine)
-    made, _ = incremental.fast_commits(g, g.rev("HEAD"), [with_trailer(p) for p in patches], all_or_nothing=True)
-    if len(made) < len(patches):
-        return False
-    verify_commits(g, patches, list(zip([p.name for p in patches], made)))
-    return True
+    build_tree; the pristine tree's work tree and HEAD are left as they are. What only a checkout
+    meets (a file name the file system refuses) is not seen here: `apply` would report it.
+    Under the stack's lock, as build_tree: an export at the same time is never read half-written."""
+    with stack_lock(stack_cfg):
+        patches = _loaded(stack_cfg, None).patches
+        g = Git(pristine)
+        mails = [with_trailer(p) for p in patches]
+        made, _ = incremental.fast_commits(g, g.rev("HEAD"), mails, all_or_nothing=True)
+        if len(made) < len(patches):
+            return False
+        verify_commits(g, patches, list(zip([p.name for p in patches], made)))
+        return True
 
 
 def _loaded(stack_cfg: StackConfig, upto: int | None) -> LoadedStack:

@@ -71,7 +71,8 @@ def keyed_env(env: dict[str, str], named: set[str] = frozenset()) -> dict[str, s
 def is_test_module(f: Path) -> bool:
     """A pytest test module (test_*.py): it picks which computation to ask for and judges what comes
     back, and feeds none of it (the runners build every input themselves), so no key covers it and an
-    edit to a test re-runs no check. A run that imports one is not stored (_vllm_venvs.storable)."""
+    edit to a test re-runs no check. A vLLM check that imports one is not stored
+    (_vllm_venvs.storable); the SGLang probes and runners are scripts of their own that import none."""
     return f.name.startswith("test_") and f.suffix == ".py"
 
 

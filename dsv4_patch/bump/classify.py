@@ -99,11 +99,15 @@ class Index:
         while len(self._written) > self.KEEP:
             del self._written[next(iter(self._written))]
 
-    def only(self, entries: bytes) -> bytes:
-        """Just these entries (`git ls-tree -z` records), nothing else; returns the index file."""
-        self.path.unlink(missing_ok=True)
+    def only(self, treeish: str, paths: list[str]) -> bytes:
+        """Just the files of `treeish` at `paths` (taken literally: a name may start with `:`),
+        nothing else (none of them there: an empty index); returns the index file."""
         self._written.clear()
-        self.g.run("update-index", "-z", "--index-info", stdin=entries, env=self.env)
+        self.g.run("read-tree", "--empty", env=self.env)
+        if paths:
+            records = self.g.raw("ls-tree", "-r", "-z", "--full-tree", treeish, "--", *paths,
+                                 env={"GIT_LITERAL_PATHSPECS": "1"})
+            self.g.run("update-index", "-z", "--index-info", stdin=records, env=self.env)
         return self.path.read_bytes()
 
     def tree(self) -> str:
@@ -170,7 +174,7 @@ def failing_hunks(idx: Index, scratch: Index, pre: str, patch: PatchFile, files:
     patch reads nothing else of the index, and git apply then reads a few entries, not the whole
     tree's (6,700 of them in vLLM), once per hunk and once more per 3-way merge."""
     plain, hard = [], []
-    small = scratch.only(idx.g.raw("ls-tree", "-z", "--full-tree", pre, "--", *touched(patch)))
+    small = scratch.only(pre, touched(patch))
     for fd in patch.files:
         if not set(fd.paths) & set(files):
             continue

@@ -75,3 +75,73 @@ def test_failing_hunks_are_those_that_fail_on_the_whole_tree(tmp_path):
     whole.load(pre)
     fd = patch.files[0]
     assert [whole.apply(hunk_patch(patch, fd, h), "--check").rc != 0 for h in fd.hunks] == [True, False]
+
+
+def _reference_failing_hunks(g: Git, tmp: Path, pre: str, patch, files: list[str]) -> list[tuple[str, int]]:
+    """The rule as plain git gives it on the whole tree: a hunk fails when it does not apply on the
+    full index; among those, the ones whose 3-way merge on the full index fails too are the real
+    conflicts (all of the failing ones when each merges on its own)."""
+    full, scratch = Index(g, tmp / "ref-full.index"), Index(g, tmp / "ref-scratch.index")
+    plain, hard = [], []
+    for fd in patch.files:
+        if not set(fd.paths) & set(files):
+            continue
+        for h in fd.hunks:
+            one = hunk_patch(patch, fd, h)
+            g.run("read-tree", pre, env=full.env)
+            if full.apply(one, "--check").rc == 0:
+                continue
+            plain.append((fd.path, h.line))
+            g.run("read-tree", pre, env=scratch.env)
+            if scratch.apply(one, "--3way").rc != 0:
+                hard.append((fd.path, h.line))
+    return hard or plain
+
+
+def test_failing_hunks_agree_with_git_on_the_whole_tree_for_renames_deletions_and_odd_names(tmp_path):
+    up = Upstream(tmp_path / "up")
+    g = Git(up.path)
+    base = {"a.txt": numbered(60), ":memo.txt": numbered(20, "m"), "old.txt": numbered(30, "o"),
+            "gone.txt": numbered(12, "g"), "other/keep.txt": "keep\n"}
+    for rel, text in base.items():
+        up.write(rel, text)
+    up.commit("base")
+    # the patch: two hunks in a.txt and in :memo.txt, a rename with an edit, a deletion, a new file
+    up.write("a.txt", numbered(60).replace("line 5\n", "line five\n").replace("line 50\n", "line fifty\n"))
+    up.write(":memo.txt", numbered(20, "m").replace("m 3\n", "m three\n").replace("m 15\n", "m fifteen\n"))
+    (up.path / "old.txt").unlink()
+    up.write("new.txt", numbered(30, "o").replace("o 10\n", "o ten\n"))
+    (up.path / "gone.txt").unlink()
+    up.write("fresh.txt", "fresh\n")
+    g.run("add", "-A")
+    g.run("-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "patch")
+    raw = g.raw("format-patch", "-M", "--stdout", "-1", "HEAD")
+    g.run("reset", "-q", "--hard", "HEAD~1")
+    # upstream moves under it: next to one hunk of each file, the renamed file, the deleted file,
+    # and a fresh.txt of its own
+    up.write("a.txt", numbered(60).replace("line 4\n", "line 4 upstream\n"))
+    up.write(":memo.txt", numbered(20, "m").replace("m 14\n", "m 14 upstream\n"))
+    up.write("old.txt", numbered(30, "o").replace("o 11\n", "o 11 upstream\n"))
+    up.write("gone.txt", numbered(12, "g").replace("g 6\n", "g 6 upstream\n"))
+    up.write("fresh.txt", "upstream's own\n")
+    up.commit("upstream")
+    pre = g.out("rev-parse", "HEAD^{tree}")
+    patch = parse_patch_bytes(raw, "p.patch")
+    assert {fd.path for fd in patch.files} >= {"a.txt", ":memo.txt", "new.txt", "gone.txt", "fresh.txt"}
+    files = sorted({p for fd in patch.files for p in fd.paths})
+    want = _reference_failing_hunks(g, tmp_path, pre, patch, files)
+    assert {path for path, _ in want} >= {"a.txt", ":memo.txt"}, want  # the scenario has real failures
+    idx, spare = Index(g, tmp_path / "i.index"), Index(g, tmp_path / "s.index")
+    idx.load(pre)
+    got = [(i.file, i.line) for i in failing_hunks(idx, spare, pre, patch, files)]
+    assert got == want
+    for one_file in files:  # and file by file, as classify asks for the files that failed
+        assert [(i.file, i.line) for i in failing_hunks(idx, spare, pre, patch, [one_file])] == \
+            _reference_failing_hunks(g, tmp_path, pre, patch, [one_file]), one_file
+
+
+def test_a_patch_touching_nothing_the_tree_has_gives_an_empty_small_index(tmp_path):
+    g, trees = _repo(tmp_path, 1)
+    spare = Index(g, tmp_path / "s.index")
+    spare.only(trees[0], ["no/such/file.txt"])
+    assert spare.tree() == g.out("hash-object", "-t", "tree", "/dev/null")  # the empty tree

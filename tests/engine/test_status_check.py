@@ -24,14 +24,27 @@ def built(monkeypatch):
     return names
 
 
-def _status(env):
-    (row,) = api.status(load_project(env.root), ["demo"], check_apply=True, semantic=False, cache=env.cache)
+def _status(env, semantic=True):
+    (row,) = api.status(load_project(env.root), ["demo"], check_apply=True, semantic=semantic, cache=env.cache)
     return row
 
 
 def test_a_stack_that_applies_exactly_needs_no_patched_tree(env, built):
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
     env.author({"src/b.txt": numbered(30, "b").replace("b 7\n", "b seven\n")}, "[DSV4] Seven")
+    row = _status(env)
+    assert row.applies == {"ok": True}
+    assert built == ["pristine"]
+    assert [s["patch"] for s in row.semantic] == ["three.patch", "seven.patch"]  # the intent runs had their tree
+
+
+def test_without_the_intent_tests_only_the_patched_tree_is_built(env, built):
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    assert _status(env, semantic=False).applies == {"ok": True}
+    assert built == ["patched"]
+
+
+def test_an_empty_series_applies(env, built):
     assert _status(env).applies == {"ok": True}
     assert built == ["pristine"]
 
