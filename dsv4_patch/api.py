@@ -306,7 +306,9 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
                         build_tree(cfg, Path(td), cache=cache, progress=progress)
                         row.applies = {"ok": True}
                 except ConflictError as e:
-                    row.applies = {"ok": False, "failure": e.report.to_dict() if isinstance(e.report, PatchFailure) else e.message}
+                    # the failed tree was in this temporary folder, gone on return (`apply` keeps one to resolve in)
+                    failure = {**e.report.to_dict(), "failed_tree": None} if isinstance(e.report, PatchFailure) else e.message
+                    row.applies = {"ok": False, "failure": failure}
                 except Dsv4Error as e:
                     row.applies = {"ok": False, "failure": e.one_line()}
         rows.append(row)

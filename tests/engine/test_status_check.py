@@ -64,6 +64,7 @@ def test_a_conflict_at_the_pin_is_reported_by_patch(env, built):
     applies = _status(env).applies
     assert applies["ok"] is False
     assert applies["failure"]["patch"] == "three.patch" and applies["failure"]["kind"] == "conflict"
+    assert applies["failure"]["failed_tree"] is None  # it was in status's own temporary folder
     assert built == ["pristine", "patched"]
 
 
