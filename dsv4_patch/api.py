@@ -293,18 +293,16 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
         if check_apply:
             with tempfile.TemporaryDirectory(prefix="dsv4-status-") as td:
                 try:
-                    if semantic:
-                        # the pristine pin (the intent tests run on it), then the patches on its objects;
-                        # a patched tree is built only when that cannot tell (git am decides, and reports)
-                        base = build_tree(cfg, Path(td), name=cfg.name + BASE_SUFFIX, upto=0, cache=cache,
-                                          progress=progress)
-                        if not applies_on(cfg, base.tree):
-                            build_tree(cfg, Path(td), cache=cache, progress=progress)
-                        row.applies = {"ok": True}
-                        _semantic_at_pin(project, cfg, loaded.patches, base.tree, row, progress)
-                    else:  # one tree either way: the patched one
+                    # With intent tests: the pristine pin (they run on it), then the patches on its
+                    # objects; a patched tree only where that cannot tell (git am decides, and reports).
+                    # Without: the patched tree, the one tree either way.
+                    base = build_tree(cfg, Path(td), name=cfg.name + BASE_SUFFIX, upto=0, cache=cache,
+                                      progress=progress) if semantic else None
+                    if base is None or not applies_on(cfg, base.tree):
                         build_tree(cfg, Path(td), cache=cache, progress=progress)
-                        row.applies = {"ok": True}
+                    row.applies = {"ok": True}
+                    if base is not None:
+                        _semantic_at_pin(project, cfg, loaded.patches, base.tree, row, progress)
                 except ConflictError as e:
                     # the failed tree was in this temporary folder, gone on return (`apply` keeps one to resolve in)
                     failure = {**e.report.to_dict(), "failed_tree": None} if isinstance(e.report, PatchFailure) else e.message

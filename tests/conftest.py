@@ -22,6 +22,8 @@ serially; DSV4_TEST_WORKERS=N uses N workers, also for a run naming paths.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,8 +116,6 @@ def _bytecode_in(config, run_dir: str) -> None:
     source file, as the variable asks. A PYTHONPYCACHEPREFIX the caller set is kept as it is."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
         return
-    import sys
-
     config._dsv4_bytecode = os.environ.pop("PYTHONDONTWRITEBYTECODE")
     prefix = os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(run_dir, "pycache")
     sys.pycache_prefix, sys.dont_write_bytecode = prefix, False  # this process's later imports too
@@ -123,8 +123,6 @@ def _bytecode_in(config, run_dir: str) -> None:
 
 def pytest_unconfigure(config):
     if hasattr(config, "_dsv4_bytecode"):
-        import sys
-
         os.environ["PYTHONDONTWRITEBYTECODE"] = config._dsv4_bytecode
         os.environ.pop("PYTHONPYCACHEPREFIX", None)
         sys.pycache_prefix, sys.dont_write_bytecode = None, True
@@ -183,9 +181,6 @@ def venv_template(tmp_path_factory) -> Path:
     """An empty venv made once per worker by `python -m venv` (4 s here, nearly all of it ensurepip),
     for tests that copy it to build into (0.2 s) rather than test how a venv is made: build and pip
     call a venv's python by its path, which a copy keeps working."""
-    import subprocess
-    import sys
-
     t = tmp_path_factory.mktemp("venv-template") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(t)], check=True)
     return t

@@ -102,7 +102,6 @@ class Index:
     def only(self, treeish: str, paths: list[str]) -> bytes:
         """Just the files of `treeish` at `paths` (taken literally: a name may start with `:`),
         nothing else (none of them there: an empty index); returns the index file."""
-        self._written.clear()
         self.g.run("read-tree", "--empty", env=self.env)
         if paths:
             records = self.g.raw("ls-tree", "-r", "-z", "--full-tree", treeish, "--", *paths,
@@ -164,7 +163,7 @@ def hunk_patch(patch: PatchFile, fd, hunk) -> bytes:
     return b"\n".join(head + body) + b"\n"
 
 
-def failing_hunks(idx: Index, scratch: Index, pre: str, patch: PatchFile, files: list[str],
+def failing_hunks(scratch: Index, pre: str, patch: PatchFile, files: list[str],
                   whole: PatchFile | None = None) -> list[HunkIssue]:
     """The hunks of `files` that neither apply nor 3-way merge on their own (the real conflicts);
     when every hunk merges alone (they conflict only together) the hunks that fail plainly.
@@ -256,6 +255,5 @@ def _classify(idx: Index, scratch: Index, patch: PatchFile, whole: PatchFile | N
         return Outcome(patch.name, "obsolete", files=gone,
                        note="target file(s) vanished: " + ", ".join(gone))
     files = sorted(set(CONFLICTED_RE.findall(three.err)) | {m[0] for m in FAILED_RE.findall(check.err)})
-    hunks = failing_hunks(idx, scratch, pre, patch, files, whole)
-    idx.load(pre)
+    hunks = failing_hunks(scratch, pre, patch, files, whole)  # on `scratch`: idx still holds pre
     return Outcome(patch.name, "conflict", files=files, hunks=hunks)

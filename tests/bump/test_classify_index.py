@@ -68,7 +68,7 @@ def test_failing_hunks_are_those_that_fail_on_the_whole_tree(tmp_path):
     patch = parse_patch_bytes(raw, "p.patch")
     idx, spare = Index(g, tmp_path / "i.index"), Index(g, tmp_path / "s.index")
     idx.load(pre)
-    issues = failing_hunks(idx, spare, pre, patch, ["a.txt"])
+    issues = failing_hunks(spare, pre, patch, ["a.txt"])
     assert [i.line for i in issues] == [patch.files[0].hunks[0].line]  # the first hunk only
     # the same verdict from git on the whole tree, hunk by hunk
     whole = Index(g, tmp_path / "w.index")
@@ -133,10 +133,10 @@ def test_failing_hunks_agree_with_git_on_the_whole_tree_for_renames_deletions_an
     assert {path for path, _ in want} >= {"a.txt", ":memo.txt"}, want  # the scenario has real failures
     idx, spare = Index(g, tmp_path / "i.index"), Index(g, tmp_path / "s.index")
     idx.load(pre)
-    got = [(i.file, i.line) for i in failing_hunks(idx, spare, pre, patch, files)]
+    got = [(i.file, i.line) for i in failing_hunks(spare, pre, patch, files)]
     assert got == want
     for one_file in files:  # and file by file, as classify asks for the files that failed
-        assert [(i.file, i.line) for i in failing_hunks(idx, spare, pre, patch, [one_file])] == \
+        assert [(i.file, i.line) for i in failing_hunks(spare, pre, patch, [one_file])] == \
             _reference_failing_hunks(g, tmp_path, pre, patch, [one_file]), one_file
 
 
