@@ -25,19 +25,18 @@ one-line messages.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from .errors import Dsv4Error
+from .flock import file_lock
 from .gitcmd import Git
 
 STAMP = ".dsv4-build.json"
@@ -382,17 +381,11 @@ def _plan(changes, base_tree: Path, site: Path, dist_files: set[str], package: s
     return plan, skipped
 
 
-@contextmanager
 def venv_lock(venv: Path):
     """One writer per venv: venvs in a shared cache (~/.cache/dsv4-patch/venvs) are built by every
     checkout of the same pin, and a second process must wait, not rewrite files under the first."""
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f".{venv.name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    venv = Path(venv)
+    return file_lock(venv.parent / f".{venv.name}.lock")
 
 
 def build_overlay(base_tree: Path, patched_tree: Path, venv: Path, *, package: str, version: str,

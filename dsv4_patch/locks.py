@@ -9,12 +9,12 @@ other threads as well as other processes.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+
+from .flock import lock_folder_fd, unlock_fd
 
 _held: dict[str, list] = {}  # path -> [RLock, fd, depth]
 _registry = threading.Lock()
@@ -27,29 +27,14 @@ def _lock_path(patch_dir: Path) -> str:
     return str(p)
 
 
-def _flock(fd: int) -> int:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def _fallback_file(key: str) -> Path:
     from .sources import Cache
 
-    d = Cache.default().root / "locks"
-    d.mkdir(parents=True, exist_ok=True)
-    return d / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock")
+    return Cache.default().root / "locks" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock")
 
 
 def _acquire(key: str) -> int:
-    fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        return _flock(fd)
-    except OSError:  # EBADF / ENOLCK / EINVAL: this file system cannot lock a read-only folder
-        return _flock(os.open(_fallback_file(key), os.O_WRONLY | os.O_CREAT, 0o644))
+    return lock_folder_fd(Path(key), lambda: _fallback_file(key))
 
 
 @contextmanager
@@ -69,5 +54,4 @@ def stack_lock(stack):
             entry[2] -= 1
             if entry[2] == 0:
                 fd, entry[1] = entry[1], None
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
+                unlock_fd(fd)

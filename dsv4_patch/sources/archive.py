@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..config import SourceSpec, StackConfig
 from ..errors import SourceError
+from ..flock import folder_lock
 from ..gitcmd import Git, init_repo
 from .base import BaseTree, Cache, Progress, say
 from .members import read_members
@@ -154,48 +155,60 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:24]
     repo_path = cache.dir("imports") / f"{key}.git"
     desc = f"{spec.kind}:{package}=={version}"
-    if (repo_path / "HEAD").exists():
-        g = Git(repo_path)
-        sha = g.rev("refs/dsv4/import")
-        if sha:
-            return BaseTree(repo_path, sha, desc, note="cached import")
+    if done := _imported(repo_path, desc):
+        return done
     if offline:
         raise SourceError(f"{filename} has not been imported yet", hint="run `dsv4-patch apply` online once")
-    archive, note = download(package, filename, sha256, cache, progress)
-    sha256 = sha256 or sha256_of(archive)
-    work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
-    commit_file = spec.get("commit_file")
-    try:
-        say(progress, f"importing {filename}")
-        staging = work / "repo.git"
-        with StreamImport(init_repo(staging, bare=True), filename) as imp:
-            for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude, include=include):
-                imp.add(m, chunks, keep=m.path == commit_file)
-            if imp.count == 0 and include:
-                raise SourceError(f"{filename}: no member matches include {include}",
-                                  hint="this archive does not carry that folder; check the version or 'include'")
-            if imp.count == 0:
-                raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
-            want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
-            got = None
-            if commit_file:
-                got = recorded_commit(imp.kept.get(commit_file))
-                if got is None:
-                    raise SourceError(f"{filename}: {commit_file} records no __commit_id__")
-                if want and HEXLIKE.fullmatch(want) and not (want.startswith(got) or got.startswith(want)):
-                    raise SourceError(
-                        f"{filename} was built from commit {got}, the pin says {want}",
-                        hint="refusing a mismatched archive; fix the pin or the archive",
-                    )
-            recorded = f"recorded-commit: {got}\n" if got else ""
-            sha = imp.commit("refs/dsv4/import", f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}",
-                             IMPORT_AUTHOR)
-        if repo_path.exists():
-            shutil.rmtree(repo_path)
-        os.replace(staging, repo_path)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return BaseTree(repo_path, sha, desc, note=note)
+    # Another process (a second checkout, a parallel test worker) may be importing the same
+    # archive: wait for it and take its import. A finished import is never replaced, because a
+    # reader may be cloning from it without any lock. One import at a time (a few seconds each)
+    # keeps the lock inside the imports folder, with no lock file left beside the imports.
+    with folder_lock(repo_path.parent, lambda: cache.root / "locks" / "imports.lock"):
+        if done := _imported(repo_path, desc):
+            return done
+        archive, note = download(package, filename, sha256, cache, progress)
+        sha256 = sha256 or sha256_of(archive)
+        work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
+        commit_file = spec.get("commit_file")
+        try:
+            say(progress, f"importing {filename}")
+            staging = work / "repo.git"
+            with StreamImport(init_repo(staging, bare=True), filename) as imp:
+                for m, chunks in read_members(archive, strip=strip, reroot=reroot, exclude=exclude, include=include):
+                    imp.add(m, chunks, keep=m.path == commit_file)
+                if imp.count == 0 and include:
+                    raise SourceError(f"{filename}: no member matches include {include}",
+                                      hint="this archive does not carry that folder; check the version or 'include'")
+                if imp.count == 0:
+                    raise SourceError(f"{filename}: no files under {strip or '/'}", hint="check 'strip'/'reroot' in stacks.toml")
+                want = expect_commit if expect_commit is not None else (stack.commit if pinned else None)
+                got = None
+                if commit_file:
+                    got = recorded_commit(imp.kept.get(commit_file))
+                    if got is None:
+                        raise SourceError(f"{filename}: {commit_file} records no __commit_id__")
+                    if want and HEXLIKE.fullmatch(want) and not (want.startswith(got) or got.startswith(want)):
+                        raise SourceError(
+                            f"{filename} was built from commit {got}, the pin says {want}",
+                            hint="refusing a mismatched archive; fix the pin or the archive",
+                        )
+                recorded = f"recorded-commit: {got}\n" if got else ""
+                sha = imp.commit("refs/dsv4/import", f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}",
+                                 IMPORT_AUTHOR)
+            if repo_path.exists():  # an import that never got its ref: no reader can be using it
+                shutil.rmtree(repo_path)
+            os.replace(staging, repo_path)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return BaseTree(repo_path, sha, desc, note=note)
+
+
+def _imported(repo_path: Path, desc: str) -> BaseTree | None:
+    if (repo_path / "HEAD").exists():
+        sha = Git(repo_path).rev("refs/dsv4/import")
+        if sha:
+            return BaseTree(repo_path, sha, desc, note="cached import")
+    return None
 
 
 HEXLIKE = re.compile(r"[0-9a-f]{6,40}")

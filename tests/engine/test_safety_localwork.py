@@ -209,7 +209,7 @@ def test_the_lock_works_where_folders_cannot_be_locked(env, monkeypatch):
             raise OSError(9, "Bad file descriptor")
         return real(fd, op)
 
-    monkeypatch.setattr(locks.fcntl, "flock", no_dir_locks)
+    monkeypatch.setattr(fcntl, "flock", no_dir_locks)
     monkeypatch.setenv("DSV4_PATCH_CACHE", str(env.cache.root))
     code = textwrap.dedent(f"""
         import fcntl, os, sys
@@ -221,7 +221,7 @@ def test_the_lock_works_where_folders_cannot_be_locked(env, monkeypatch):
             if os.path.isdir(os.readlink(f"/proc/self/fd/{{fd}}")):
                 raise OSError(9, "Bad file descriptor")
             return real(fd, op)
-        locks.fcntl.flock = no_dir_locks
+        fcntl.flock = no_dir_locks
         with locks.stack_lock(load_project({str(env.root)!r}).stack("demo")):
             print("got it", flush=True)
     """)

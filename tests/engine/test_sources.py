@@ -185,3 +185,44 @@ def test_path_source_is_read_only(tmp_path):
     base = materialize(stack(tmp_path, [SourceSpec("path", {"path": str(up.path)})], commit=c), Cache(tmp_path / "c"))
     assert base.commit == c
     assert sorted(p.name for p in (up.path / ".git").iterdir()) == before
+
+
+def test_a_second_import_of_the_same_archive_waits_and_keeps_the_first(tmp_path, monkeypatch):
+    """Two processes (checkouts, test workers) asking for one release at once: the second waits for
+    the first's import and uses it. Before, it imported again and replaced the repository that the
+    first had already returned, under a `git clone --local` reading from it."""
+    import threading
+
+    sha = make_tar(tmp_path / "pkg-1.0.tar.gz", {"pkg/a.py": numbered(5).encode()})
+    cache = Cache(tmp_path / "cache")
+    seed_cache(cache, tmp_path / "pkg-1.0.tar.gz")
+    inside, release = threading.Event(), threading.Event()
+    reads = []
+    real = archive.read_members
+
+    def slow_read(*a, **kw):  # the first import stops inside its read until the second has started
+        reads.append(1)
+        inside.set()
+        assert release.wait(30)
+        yield from real(*a, **kw)
+
+    monkeypatch.setattr(archive, "read_members", slow_read)
+    got = {}
+
+    def first():
+        got["first"] = archive.materialize(stack(tmp_path, []), sdist_spec(sha), cache)
+        (got["first"].git_dir / "first-was-here").write_text("")  # what a reader's clone would see
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert inside.wait(30)
+    t2 = threading.Thread(target=lambda: got.setdefault("second", archive.materialize(stack(tmp_path, []), sdist_spec(sha), cache)))
+    t2.start()
+    t2.join(0.5)
+    assert t2.is_alive()  # waiting for the first import, not importing beside it
+    release.set()
+    t1.join(30)
+    t2.join(30)
+    assert reads == [1]
+    assert got["second"].commit == got["first"].commit and got["second"].note == "cached import"
+    assert (got["first"].git_dir / "first-was-here").is_file()  # the first's repository was not replaced

@@ -1,0 +1,63 @@
+"""One writer at a time: exclusive flocks for entries of the shared tool cache.
+
+Entries of the cache (release imports, venvs) are made by every checkout and every process that
+needs them; a second writer must wait for the first and then use its result, not rebuild the entry
+under a reader that is already cloning or importing from it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+
+def _flock(fd: int) -> int:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def lock_folder_fd(folder: Path, fallback: Callable[[], Path]) -> int:
+    """An flock on `folder` itself (no file is written into it); where the file system cannot lock a
+    folder opened read-only (NFS emulates flock with POSIX locks, which need a file open for
+    writing), on the file `fallback()` names instead. Returns the locked descriptor."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return _flock(fd)
+    except OSError:  # EBADF / ENOLCK / EINVAL
+        path = Path(fallback())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _flock(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def unlock_fd(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+@contextmanager
+def folder_lock(folder: Path, fallback: Callable[[], Path]):
+    """Hold `folder`'s lock (see lock_folder_fd) for the duration of the block."""
+    fd = lock_folder_fd(folder, fallback)
+    try:
+        yield
+    finally:
+        unlock_fd(fd)
+
+
+@contextmanager
+def file_lock(lock_file: Path):
+    """Hold `lock_file` (created, with its folder) for the duration of the block."""
+    lock_file = Path(lock_file)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
