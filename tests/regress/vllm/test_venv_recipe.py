@@ -76,3 +76,27 @@ def test_gpu_only_names_are_normalized_distribution_names():
     import re
 
     assert all(n == re.sub(r"[-_.]+", "-", n).lower() for n in V.GPU_ONLY)
+
+
+def test_byte_code_is_compiled_beside_the_sources_once_and_read_where_none_is_written(tmp_path, venv_template,
+                                                                                     monkeypatch):
+    import shutil
+
+    venv = tmp_path / "base"
+    shutil.copytree(venv_template, venv, symlinks=True, ignore=shutil.ignore_patterns("pip", "pip-*"))
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "mod_a.py").write_text("X = 1\n")
+    # the test run's own settings: byte code in the run's folder, or none at all
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "run-pycache"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    V.ensure_bytecode(venv)
+    assert list((site / "__pycache__").glob("mod_a.*.pyc"))
+    assert not (tmp_path / "run-pycache").exists()
+    # a check's interpreter (writes none) loads it from there
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    p = subprocess.run([str(V.venv_python(venv)), "-v", "-c", "import mod_a"], capture_output=True, text=True, env=env)
+    assert f"code object from '{site / '__pycache__'}/mod_a." in p.stderr, p.stderr[-2000:]
+    # once: a module added later is not compiled by a second call
+    (site / "mod_b.py").write_text("Y = 2\n")
+    V.ensure_bytecode(venv)
+    assert not list((site / "__pycache__").glob("mod_b.*.pyc"))

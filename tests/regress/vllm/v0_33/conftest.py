@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from _vllm_venvs import PACKAGE, check_runner, hardlink_clone, overlay_pair, release_base, release_version
+from _vllm_venvs import BYTECODE_FILE, PACKAGE, check_runner, hardlink_clone, overlay_pair, release_base, release_version
 from dsv4_patch.build import venv_python
 from dsv4_patch.sources.base import Cache
 
@@ -57,13 +57,14 @@ def _make_base_venv(venv: Path, old_base_tree) -> None:
 
     def install(tmp: Path) -> None:
         (tmp / ".dsv4-build.json").unlink(missing_ok=True)  # a hard link: unlink, never rewrite
+        (tmp / BYTECODE_FILE).unlink(missing_ok=True)  # the 0.33.0 modules get theirs in release_base
         # humming-kernels: vLLM 0.33.0 pins 0.1.19 (requirements/cuda.txt) and imports it at module
         # level (quantization/utils/humming); the v0.27.1 venv has none (GPU_ONLY). Pure Python, no deps.
         # The tool's archive cache may hold the release's wheel already (the DeepGEMM 2.8.1 source
         # reads it, sha256-checked): install that file rather than download 336 MB again.
         cached = sorted((Cache.default().root / "archives").glob(f"{PACKAGE}-{VERSION}-*.whl"))
         subprocess.run([str(venv_python(tmp)), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                        "--no-deps", str(cached[0]) if cached else f"{PACKAGE}=={VERSION}",
+                        "--no-compile", "--no-deps", str(cached[0]) if cached else f"{PACKAGE}=={VERSION}",
                         "humming-kernels==0.1.19"], check=True, capture_output=True, text=True)
 
     hardlink_clone(old, venv, prepare=install)
