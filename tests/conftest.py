@@ -22,6 +22,7 @@ serially; DSV4_TEST_WORKERS=N uses N workers, also for a run naming paths.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,10 +179,19 @@ def dsv4_tree():
 
 @pytest.fixture(scope="session")
 def venv_template(tmp_path_factory) -> Path:
-    """An empty venv made once per worker by `python -m venv` (4 s here, nearly all of it ensurepip),
+    """An empty venv made once per run by `python -m venv` (4 s here, nearly all of it ensurepip),
     for tests that copy it to build into (0.2 s) rather than test how a venv is made: build and pip
-    call a venv's python by its path, which a copy keeps working."""
-    t = tmp_path_factory.mktemp("venv-template") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(t)], check=True)
+    call a venv's python by its path, which a copy keeps working. In the run's folder, so the
+    workers share it (the first makes it under the lock, the others wait and take it)."""
+    from dsv4_patch.flock import file_lock
+
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    home = Path(run_dir) if run_dir else tmp_path_factory.mktemp("venv-template")
+    t, done = home / "venv-template", home / "venv-template.done"
+    with file_lock(home / "venv-template.lock"):
+        if not done.is_file():
+            shutil.rmtree(t, ignore_errors=True)  # a half-made one (its maker was killed)
+            subprocess.run([sys.executable, "-m", "venv", str(t)], check=True)
+            done.write_text("")
     return t
 

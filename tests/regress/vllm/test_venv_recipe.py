@@ -51,15 +51,26 @@ def test_another_recipe_lives_in_another_folder(monkeypatch):
     assert here.name.startswith("vllm-0.27.1-cpu-") and here.name != "vllm-0.27.1"  # not the full install's
 
 
-def test_an_unfinished_install_is_removed_before_installing(tmp_path, monkeypatch):
+def test_an_unfinished_install_is_removed_before_installing(tmp_path, monkeypatch, venv_template):
+    import shutil
+
     venv = tmp_path / "base"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text("")  # what a killed install leaves: no recipe file
     (venv / "half-written").write_text("")
+    made = []
+
+    def new_venv(path, python):  # a copy of an empty venv (this test is not about making one)
+        made.append(path.exists())
+        shutil.copytree(venv_template, path, symlinks=True)
+        return V.venv_python(path)
+
+    monkeypatch.setattr(V, "ensure_venv", new_venv)
     monkeypatch.setenv("DSV4_BUILD_TORCH", "not-a-version")  # pip then refuses the first requirement
     with pytest.raises(subprocess.CalledProcessError):
         V.install_cpu_release(venv, "0.27.1")
-    assert not venv.exists()
+    assert made == [False]  # the leftover went before the new venv was made
+    assert not venv.exists()  # and the failed install's venv after
 
 
 def test_a_finished_install_is_kept(tmp_path):
