@@ -154,6 +154,18 @@ RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"
 RESULT_CACHE_ENV = "DSV4_CHECK_MEMO"
 
 
+def own_basetemp(scratch: str, pytest_args: tuple[str, ...] = ()) -> list[str]:
+    """`--basetemp` inside `scratch` (the child run's temporary folder) unless the caller gave one.
+
+    Without it, each child pytest makes a numbered folder in the system's /tmp/pytest-of-<user>
+    and deletes all but the three newest there, whoever made them: a `regress` or `bump` started
+    while another pytest runs (a test suite that calls the tool, a second checkout) took that run's
+    folders away under its tests, and spent the time deleting them."""
+    if any(a == "--basetemp" or a.startswith("--basetemp=") for a in pytest_args):
+        return []
+    return [f"--basetemp={Path(scratch) / 'pytest-tmp'}"]
+
+
 def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marker: str | None = None,
                pytest_args: tuple[str, ...] = (), log=None, fresh: bool = False) -> tuple[int, dict[str, dict]]:
     """Run pytest on `nodes` in a child process; returns (exit code, outcome per node id). `fresh`:
@@ -167,7 +179,8 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
         engine = str(Path(__file__).resolve().parents[1])  # so `-p dsv4_patch.pytest_results` imports
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.pytest_results", "-p", "no:cacheprovider",
-                "-p", "no:xdist", "-q", "-rs", *(["-m", marker] if marker else []), *pytest_args, *nodes]
+                "-p", "no:xdist", "-q", "-rs", *own_basetemp(td, pytest_args), *(["-m", marker] if marker else []),
+                *pytest_args, *nodes]
         p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
                            stderr=subprocess.STDOUT)
         outcomes = json.loads(results_file.read_text()) if results_file.exists() else {}

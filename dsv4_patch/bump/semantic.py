@@ -43,7 +43,7 @@ from pathlib import Path
 from ..config import StackConfig
 from ..errors import Dsv4Error
 from ..patchfile import PatchFile
-from ..regress import RUN_DIR_ENV
+from ..regress import RUN_DIR_ENV, own_basetemp
 from ..sources import BaseTree, Progress
 from ..sources.base import say
 from .classify import in_tree
@@ -204,7 +204,7 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.bump.intent_results", "-p", "no:cacheprovider",
-                "-p", "no:xdist", "--continue-on-collection-errors", "-q", "-rs", *modules]
+                "-p", "no:xdist", "--continue-on-collection-errors", "-q", "-rs", *own_basetemp(td), *modules]
         # DSV4_INTENT_TIMEOUT is per module (it was one pytest per module)
         limit = timeout or float(os.environ.get(TIMEOUT_ENV, "1800")) * len(modules)
         try:

@@ -1,0 +1,53 @@
+"""The pytest runs the tool starts (`regress`, and the intent runs of `bump`, `pin`, `status --check`)
+keep their temporary folders inside their own scratch folder. pytest otherwise numbers a new folder
+in /tmp/pytest-of-<user> and deletes all but the three newest there: the folders of another pytest
+running at the same time (a test suite that calls the tool, a second checkout) went from under it."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+
+import pytest
+
+from dsv4_patch.bump.semantic import run_intent_tests
+from dsv4_patch.regress import run_pytest
+
+TEST = """
+def test_uses_tmp_path(tmp_path):
+    (tmp_path / "x").write_text("x")
+"""
+
+
+def _foreign_runs(temproot: Path) -> list[Path]:
+    """Four numbered folders of another pytest run in the system's pytest folder, none locked (an
+    xdist run's, or one whose lock has gone): what pytest's clean-up deletes beyond the newest three."""
+    user = getpass.getuser()
+    runs = []
+    for i in range(4):
+        d = temproot / f"pytest-of-{user}" / f"pytest-{i}"
+        (d / "popen-gw0").mkdir(parents=True)
+        (d / "popen-gw0" / "in-use").write_text("")
+        os.utime(d, (1000 + i, 1000 + i))
+        runs.append(d)
+    return runs
+
+
+@pytest.mark.parametrize("runner", ["regress", "intent"])
+def test_a_child_run_leaves_other_runs_temporary_folders_alone(tmp_path, runner):
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_child.py").write_text(TEST)
+    temproot = tmp_path / "system-tmp"
+    runs = _foreign_runs(temproot)
+    env = {"PYTEST_DEBUG_TEMPROOT": str(temproot)}  # where pytest puts pytest-of-<user>
+    node = "tests/test_child.py::test_uses_tmp_path"
+    if runner == "regress":
+        rc, outcomes = run_pytest(project, [node], env)
+        assert rc == 0 and outcomes[node]["outcome"] == "passed", outcomes
+    else:
+        got = run_intent_tests(project, [node], env)
+        assert got[node]["outcome"] == "passed", got
+    assert all((d / "popen-gw0" / "in-use").is_file() for d in runs)
+    assert sorted(p.name for p in runs[0].parent.iterdir()) == [d.name for d in runs]  # and made none there
