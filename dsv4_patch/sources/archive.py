@@ -159,6 +159,9 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
         return done
     if offline:
         raise SourceError(f"{filename} has not been imported yet", hint="run `dsv4-patch apply` online once")
+    # The download is atomic on its own (written aside, renamed): it stays outside the lock, so a
+    # slow one never holds up other imports; two processes racing cold may both download.
+    archive, note = download(package, filename, sha256, cache, progress)
     # Another process (a second checkout, a parallel test worker) may be importing the same
     # archive: wait for it and take its import. A finished import is never replaced, because a
     # reader may be cloning from it without any lock. One import at a time (a few seconds each)
@@ -166,7 +169,6 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     with folder_lock(repo_path.parent, lambda: cache.root / "locks" / "imports.lock"):
         if done := _imported(repo_path, desc):
             return done
-        archive, note = download(package, filename, sha256, cache, progress)
         sha256 = sha256 or sha256_of(archive)
         work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
         commit_file = spec.get("commit_file")

@@ -183,9 +183,10 @@ def ensure_bytecode(venv: Path) -> None:
                if k not in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "PYTHONHOME")}
         site_dirs = [str(d) for d in sorted(venv.glob("lib/python*/site-packages"))]
         # exit 1 is normal: a few packages ship files that are not Python 3.11 (templates, py2 vendored code)
-        subprocess.run([str(venv_python(venv)), "-m", "compileall", "-q", "-j", "0", *site_dirs],
-                       capture_output=True, env=env, check=False)
-        (venv / BYTECODE_FILE).write_text("")
+        r = subprocess.run([str(venv_python(venv)), "-m", "compileall", "-q", "-j", "0", *site_dirs],
+                           capture_output=True, env=env, check=False)
+        if r.returncode in (0, 1):  # killed or crashed: no marker, the next run compiles again
+            (venv / BYTECODE_FILE).write_text("")
 
 
 def _fail(what: str, e: Exception):
