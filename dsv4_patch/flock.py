@@ -1,8 +1,12 @@
-"""One writer at a time: exclusive flocks for entries of the shared tool cache.
+"""One writer at a time: exclusive flocks for what several processes may make at once.
 
-Entries of the cache (release imports, venvs) are made by every checkout and every process that
-needs them; a second writer must wait for the first and then use its result, not rebuild the entry
-under a reader that is already cloning or importing from it."""
+Entries of the shared tool cache (release imports, venvs), a stack's output tree, a test run's
+shared scratch: every checkout and every process that needs one may make it, so a second writer
+must wait for the first and then use its result, not rebuild the entry under a reader that is
+already cloning or importing from it.
+
+The locks are flocks on a fresh descriptor each time: not re-entrant. A process that takes a lock
+it already holds waits for itself forever."""
 
 from __future__ import annotations
 

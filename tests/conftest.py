@@ -68,6 +68,7 @@ def pytest_cmdline_main(config):
         config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
 
 
+from dsv4_patch.flock import file_lock  # noqa: E402
 from dsv4_patch.regress import RUN_DIR_ENV  # noqa: E402 - a folder for this test run, shared by its workers and child runs
 from _check_cache import MEMO_ENV as _MEMO_ENV  # noqa: E402 - the check-result cache (tests/_check_cache.py)
 
@@ -182,13 +183,14 @@ def venv_template(tmp_path_factory) -> Path:
     """An empty venv made once per run by `python -m venv` (4 s here, nearly all of it ensurepip),
     for tests that copy it to build into (0.2 s) rather than test how a venv is made: build and pip
     call a venv's python by its path, which a copy keeps working. In the run's folder, so the
-    workers share it (the first makes it under the lock, the others wait and take it)."""
-    from dsv4_patch.flock import file_lock
-
+    workers share it (the first makes it under the lock, the others wait and take it). Named by
+    the interpreter's version, in case a caller's run folder outlives one interpreter. Never
+    install into it: copy it."""
     run_dir = os.environ.get(RUN_DIR_ENV)
     home = Path(run_dir) if run_dir else tmp_path_factory.mktemp("venv-template")
-    t, done = home / "venv-template", home / "venv-template.done"
-    with file_lock(home / "venv-template.lock"):
+    name = f"venv-template-py{sys.version_info[0]}{sys.version_info[1]}"
+    t, done = home / name, home / f"{name}.done"
+    with file_lock(home / f"{name}.lock"):
         if not done.is_file():
             shutil.rmtree(t, ignore_errors=True)  # a half-made one (its maker was killed)
             subprocess.run([sys.executable, "-m", "venv", str(t)], check=True)

@@ -510,6 +510,8 @@ def regress(
     (DSV4_PATCH_CACHE [default: ~/.cache/dsv4-patch]), and read it back when nothing it reads
     changed: an edit re-runs only the checks it reaches. --fresh (and --record) computes every
     one again.
+    The tests' tmp_path folders live in the run's own scratch folder and are deleted with it; to
+    keep them for a look afterwards, pass --pytest-args "--basetemp=DIR".
 
     \b
     Examples:

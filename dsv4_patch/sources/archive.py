@@ -197,12 +197,23 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
                 recorded = f"recorded-commit: {got}\n" if got else ""
                 sha = imp.commit("refs/dsv4/import", f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}",
                                  IMPORT_AUTHOR)
-            if repo_path.exists():  # an import that never got its ref: no reader can be using it
-                shutil.rmtree(repo_path)
+            if repo_path.exists():
+                if _ref_written(repo_path):  # a finished import git failed to read just now: keep it
+                    raise SourceError(f"{repo_path}: git could not read this finished import",
+                                      hint=f"run the command again; if it fails again, check it with `git -C {repo_path} fsck`")
+                shutil.rmtree(repo_path)  # an import that never got its ref: no reader can be using it
             os.replace(staging, repo_path)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return BaseTree(repo_path, sha, desc, note=note)
+
+
+def _ref_written(repo_path: Path) -> bool:
+    """Whether the import's ref is on disk, read without git (which may fail for other reasons)."""
+    if (repo_path / "refs" / "dsv4" / "import").is_file():
+        return True
+    packed = repo_path / "packed-refs"
+    return packed.is_file() and " refs/dsv4/import\n" in packed.read_text(errors="replace")
 
 
 def _imported(repo_path: Path, desc: str) -> BaseTree | None:

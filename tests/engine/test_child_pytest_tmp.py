@@ -6,7 +6,6 @@ running at the same time (a test suite that calls the tool, a second checkout) w
 from __future__ import annotations
 
 import getpass
-import os
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,13 @@ from dsv4_patch.bump.semantic import run_intent_tests
 from dsv4_patch.regress import run_pytest
 
 TEST = """
+import os
+from pathlib import Path
+
 def test_uses_tmp_path(tmp_path):
     (tmp_path / "x").write_text("x")
+    if os.environ.get("WHERE_FILE"):
+        Path(os.environ["WHERE_FILE"]).write_text(str(tmp_path))
 """
 
 
@@ -29,7 +33,6 @@ def _foreign_runs(temproot: Path) -> list[Path]:
         d = temproot / f"pytest-of-{user}" / f"pytest-{i}"
         (d / "popen-gw0").mkdir(parents=True)
         (d / "popen-gw0" / "in-use").write_text("")
-        os.utime(d, (1000 + i, 1000 + i))
         runs.append(d)
     return runs
 
@@ -51,3 +54,22 @@ def test_a_child_run_leaves_other_runs_temporary_folders_alone(tmp_path, runner)
         assert got[node]["outcome"] == "passed", got
     assert all((d / "popen-gw0" / "in-use").is_file() for d in runs)
     assert sorted(p.name for p in runs[0].parent.iterdir()) == [d.name for d in runs]  # and made none there
+
+
+@pytest.mark.parametrize("given", ["pytest_args", "PYTEST_ADDOPTS"])
+def test_a_basetemp_the_caller_gives_is_the_one_used(tmp_path, given):
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_child.py").write_text(TEST)
+    mine = tmp_path / "my-basetemp"
+    where = tmp_path / "where.txt"
+    env = {"WHERE_FILE": str(where)}
+    args: tuple[str, ...] = ()
+    if given == "pytest_args":
+        args = (f"--basetemp={mine}",)
+    else:
+        env["PYTEST_ADDOPTS"] = f"--basetemp={mine}"
+    node = "tests/test_child.py::test_uses_tmp_path"
+    rc, outcomes = run_pytest(project, [node], env, pytest_args=args)
+    assert rc == 0 and outcomes[node]["outcome"] == "passed", outcomes
+    assert Path(where.read_text()).parent == mine

@@ -187,11 +187,31 @@ def test_path_source_is_read_only(tmp_path):
     assert sorted(p.name for p in (up.path / ".git").iterdir()) == before
 
 
-def test_a_second_import_of_the_same_archive_waits_and_keeps_the_first(tmp_path, monkeypatch):
+def _refuse_folder_flocks(monkeypatch):
+    """What NFS does: an exclusive flock on a folder opened read-only fails (EBADF)."""
+    import fcntl
+
+    real = fcntl.flock
+
+    def no_dir_locks(fd, op):
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(9, "Bad file descriptor")
+        return real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", no_dir_locks)
+
+
+@pytest.mark.parametrize("fs", ["local", "folders-cannot-be-locked"])
+def test_a_second_import_of_the_same_archive_waits_and_keeps_the_first(tmp_path, monkeypatch, fs):
     """Two processes (checkouts, test workers) asking for one release at once: the second waits for
     the first's import and uses it. Before, it imported again and replaced the repository that the
-    first had already returned, under a `git clone --local` reading from it."""
+    first had already returned, under a `git clone --local` reading from it. Where folders cannot be
+    locked, a lock file in the cache stands in and excludes just the same (flocks on two opens of
+    one file exclude each other even within one process)."""
     import threading
+
+    if fs != "local":
+        _refuse_folder_flocks(monkeypatch)
 
     sha = make_tar(tmp_path / "pkg-1.0.tar.gz", {"pkg/a.py": numbered(5).encode()})
     cache = Cache(tmp_path / "cache")
@@ -227,3 +247,20 @@ def test_a_second_import_of_the_same_archive_waits_and_keeps_the_first(tmp_path,
     assert reads == [1]
     assert got["second"].commit == got["first"].commit and got["second"].note == "cached import"
     assert (got["first"].git_dir / "first-was-here").is_file()  # the first's repository was not replaced
+    assert (cache.root / "locks" / "imports.lock").is_file() == (fs != "local")
+
+
+def test_a_finished_import_git_fails_to_read_is_kept(tmp_path, monkeypatch):
+    """A finished import whose ref git could not read for a moment (out of memory, too many open
+    files) is not taken for a half-made one and deleted under its readers: the run stops, saying so."""
+    sha = make_tar(tmp_path / "pkg-1.0.tar.gz", {"pkg/a.py": numbered(5).encode()})
+    cache = Cache(tmp_path / "cache")
+    seed_cache(cache, tmp_path / "pkg-1.0.tar.gz")
+    first = archive.materialize(stack(tmp_path, []), sdist_spec(sha), cache)
+    (first.git_dir / "reader-was-here").write_text("")
+    monkeypatch.setattr(Git, "rev", lambda self, *a, **kw: None)
+    with pytest.raises(SourceError, match="could not read this finished import"):
+        archive.materialize(stack(tmp_path, []), sdist_spec(sha), cache)
+    assert (first.git_dir / "reader-was-here").is_file()
+    monkeypatch.undo()
+    assert archive.materialize(stack(tmp_path, []), sdist_spec(sha), cache).commit == first.commit
