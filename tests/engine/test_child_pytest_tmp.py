@@ -37,15 +37,23 @@ def _foreign_runs(temproot: Path) -> list[Path]:
     return runs
 
 
-@pytest.mark.parametrize("runner", ["regress", "intent"])
-def test_a_child_run_leaves_other_runs_temporary_folders_alone(tmp_path, runner):
+NODE = "tests/test_child.py::test_uses_tmp_path"
+
+
+def _project(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     (project / "tests").mkdir(parents=True)
     (project / "tests" / "test_child.py").write_text(TEST)
+    return project
+
+
+@pytest.mark.parametrize("runner", ["regress", "intent"])
+def test_a_child_run_leaves_other_runs_temporary_folders_alone(tmp_path, runner):
+    project = _project(tmp_path)
     temproot = tmp_path / "system-tmp"
     runs = _foreign_runs(temproot)
     env = {"PYTEST_DEBUG_TEMPROOT": str(temproot)}  # where pytest puts pytest-of-<user>
-    node = "tests/test_child.py::test_uses_tmp_path"
+    node = NODE
     if runner == "regress":
         rc, outcomes = run_pytest(project, [node], env)
         assert rc == 0 and outcomes[node]["outcome"] == "passed", outcomes
@@ -58,9 +66,7 @@ def test_a_child_run_leaves_other_runs_temporary_folders_alone(tmp_path, runner)
 
 @pytest.mark.parametrize("given", ["pytest_args", "PYTEST_ADDOPTS"])
 def test_a_basetemp_the_caller_gives_is_the_one_used(tmp_path, given):
-    project = tmp_path / "project"
-    (project / "tests").mkdir(parents=True)
-    (project / "tests" / "test_child.py").write_text(TEST)
+    project = _project(tmp_path)
     mine = tmp_path / "my-basetemp"
     where = tmp_path / "where.txt"
     env = {"WHERE_FILE": str(where)}
@@ -69,7 +75,7 @@ def test_a_basetemp_the_caller_gives_is_the_one_used(tmp_path, given):
         args = (f"--basetemp={mine}",)
     else:
         env["PYTEST_ADDOPTS"] = f"--basetemp={mine}"
-    node = "tests/test_child.py::test_uses_tmp_path"
+    node = NODE
     rc, outcomes = run_pytest(project, [node], env, pytest_args=args)
     assert rc == 0 and outcomes[node]["outcome"] == "passed", outcomes
     assert Path(where.read_text()).parent == mine
