@@ -3,10 +3,13 @@ README's realistic session (apply, edit → fixup → export, check, regress, bu
 new pin resolved through `apply --continue`, export) — each command exactly as the README's
 console block writes it, against the real upstreams.
 
-Seeded, not faked: the regression venvs and the `build` venv are hard-link clones of the venvs
-the vLLM regression tests keep in ~/.cache/dsv4-patch/venvs when they exist (build_overlay writes
-new inodes, so the shared ones never change); without them the run installs from PyPI (~5.7 GB,
-as the README says). The transcript lands in $DSV4_SESSION_TRANSCRIPT when set (the README's
+Seeded, not faked: the session's `regress` uses the venv cache the vLLM regression tests keep
+(~/.cache/dsv4-patch/venvs, or DSV4_VENV_CACHE), as a newcomer's own runs would: the release
+installs, plus the patched clones of its edited stack, keyed by that stack's overlay, so a later
+run finds them made (a private hard-link copy of the cache was ~200,000 new entries a run, made
+and later deleted). The `build` venv is a hard-link clone of the release install
+(build_overlay writes new inodes, so the shared one never changes). Without that cache the run
+installs from PyPI (~5.7 GB, as the README says). The transcript lands in $DSV4_SESSION_TRANSCRIPT when set (the README's
 session is pasted from it).
 """
 
@@ -21,8 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from dsv4_patch.build import venv_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -83,25 +84,6 @@ def _vllm_venvs():
     return _vllm_venvs
 
 
-def _seed(venvs: Path) -> None:
-    RECIPE_FILE = _vllm_venvs().RECIPE_FILE
-
-    venvs.mkdir(parents=True, exist_ok=True)
-    if not SHARED_VENVS.is_dir():
-        return
-    for d in SHARED_VENVS.iterdir():
-        if not d.is_dir() or d.name.startswith("."):
-            continue
-        if (d / "base").is_dir():  # a vLLM release: its install only; the run overlays its own clones
-            if not (d / "base" / RECIPE_FILE).is_file():
-                continue  # another recipe's (the full install of older checkouts): not what the run uses
-            (venvs / d.name).mkdir()
-            with venv_lock(d / "base"):  # never a copy of one that is being installed
-                subprocess.run(["cp", "-al", str(d / "base"), str(venvs / d.name / "base")], check=True)
-        else:
-            subprocess.run(["cp", "-al", str(d), str(venvs / d.name)], check=True)
-
-
 def _resolve_markers(path: Path) -> None:
     """Keep both sides of each conflict block, upstream's lines then the patch's: the resolution
     when upstream and the patch each added lines at the same place (what v0.28.0 does to the vLLM
@@ -136,10 +118,8 @@ def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):
         pytest.skip("git is not installed")
     clone = tmp_path / "dsv4-patch"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    venvs = tmp_path / "venvs"
     _shared_release_install(dsv4_tree)
-    _seed(venvs)
-    s = Session(clone, venvs, tmp_path)
+    s = Session(clone, SHARED_VENVS, tmp_path)
 
     # --- the README's first command: set up and build every stack
     setup = _readme_blocks("sh")[0].strip()
@@ -197,7 +177,7 @@ def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):
                 assert "=failed" not in row and "=passed" in row, row
         elif cmd.startswith("dsv4-patch build vllm --venv .venv-vllm"):
             # (without the seed, a `pip install vllm==0.27.1` with every dependency: ~4 min here)
-            seed = venvs / _vllm_venvs().release_root("0.27.1").name / "base"
+            seed = _vllm_venvs().release_root("0.27.1") / "base"
             if seed.is_dir():  # the release install (CPU recipe), hard-linked; overlay, prune and import are real
                 subprocess.run(["cp", "-al", str(seed), str(clone / ".venv-vllm")], check=True)
             p = s.run(cmd)
