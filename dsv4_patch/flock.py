@@ -1,12 +1,13 @@
 """One writer at a time: exclusive flocks for what several processes may make at once.
 
-Entries of the shared tool cache (release imports, venvs), a stack's output tree, a test run's
-shared scratch: every checkout and every process that needs one may make it, so a second writer
+Entries of the shared tool cache (release imports, venvs), a stack's patch folder (locks.py), a
+test run's shared scratch: every checkout and every process that needs one may make it, so a second writer
 must wait for the first and then use its result, not rebuild the entry under a reader that is
 already cloning or importing from it.
 
 The locks are flocks on a fresh descriptor each time: not re-entrant. A process that takes a lock
-it already holds waits for itself forever."""
+it already holds waits for itself forever (locks.py keeps a count per stack to make the stack
+lock re-entrant on top of this)."""
 
 from __future__ import annotations
 

@@ -155,15 +155,20 @@ RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"
 RESULT_CACHE_ENV = "DSV4_CHECK_MEMO"
 
 
-def own_basetemp(scratch: str, pytest_args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> list[str]:
+def own_basetemp(scratch: str, pytest_args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None) -> list[str]:
     """`--basetemp` inside `scratch` (the child run's temporary folder) unless the caller gave one,
-    in `pytest_args` or in the child's PYTEST_ADDOPTS.
+    in `pytest_args` or in a PYTEST_ADDOPTS it set for the child (`env_extra`). One inherited from
+    our own environment is not the caller's choice: pytest empties a given basetemp when it starts,
+    and that one may be the folder of the pytest run that started us (ours comes later and wins).
 
     Without it, each child pytest makes a numbered folder in the system's /tmp/pytest-of-<user>
     and deletes all but the three newest there, whoever made them: a `regress` or `bump` started
     while another pytest runs (a test suite that calls the tool, a second checkout) took that run's
     folders away under its tests, and spent the time deleting them."""
-    given = [*pytest_args, *shlex.split((env or {}).get("PYTEST_ADDOPTS", ""))]
+    try:
+        given = [*pytest_args, *shlex.split((env_extra or {}).get("PYTEST_ADDOPTS", ""))]
+    except ValueError:  # unbalanced quotes: pytest itself says so
+        given = list(pytest_args)
     if any(a == "--basetemp" or a.startswith("--basetemp=") for a in given):
         return []
     return [f"--basetemp={Path(scratch) / 'pytest-tmp'}"]
@@ -182,7 +187,7 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
         engine = str(Path(__file__).resolve().parents[1])  # so `-p dsv4_patch.pytest_results` imports
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.pytest_results", "-p", "no:cacheprovider",
-                "-p", "no:xdist", "-q", "-rs", *own_basetemp(td, pytest_args, env), *(["-m", marker] if marker else []),
+                "-p", "no:xdist", "-q", "-rs", *own_basetemp(td, pytest_args, env_extra), *(["-m", marker] if marker else []),
                 *pytest_args, *nodes]
         p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
                            stderr=subprocess.STDOUT)

@@ -21,6 +21,7 @@ serially; DSV4_TEST_WORKERS=N uses N workers, also for a run naming paths.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -184,11 +185,12 @@ def venv_template(tmp_path_factory) -> Path:
     for tests that copy it to build into (0.2 s) rather than test how a venv is made: build and pip
     call a venv's python by its path, which a copy keeps working. In the run's folder, so the
     workers share it (the first makes it under the lock, the others wait and take it). Named by
-    the interpreter's version, in case a caller's run folder outlives one interpreter. Never
-    install into it: copy it."""
+    the interpreter it points at (its pyvenv.cfg names that one), in case a caller's run folder
+    outlives one interpreter. Never install into it: copy it."""
     run_dir = os.environ.get(RUN_DIR_ENV)
     home = Path(run_dir) if run_dir else tmp_path_factory.mktemp("venv-template")
-    name = f"venv-template-py{sys.version_info[0]}{sys.version_info[1]}"
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    name = f"venv-template-{hashlib.sha256(base.encode()).hexdigest()[:12]}"
     t, done = home / name, home / f"{name}.done"
     with file_lock(home / f"{name}.lock"):
         if not done.is_file():

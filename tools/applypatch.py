@@ -511,7 +511,9 @@ def regress(
     changed: an edit re-runs only the checks it reaches. --fresh (and --record) computes every
     one again.
     The tests' tmp_path folders live in the run's own scratch folder and are deleted with it; to
-    keep them for a look afterwards, pass --pytest-args "--basetemp=DIR".
+    keep them for a look afterwards, pass --pytest-args "--basetemp=DIR" (pytest empties DIR
+    when it starts, and regress starts one pytest per release and per --bisect step: name one
+    stack and one release to keep everything that run made).
 
     \b
     Examples:

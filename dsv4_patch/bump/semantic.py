@@ -204,7 +204,7 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.bump.intent_results", "-p", "no:cacheprovider",
-                "-p", "no:xdist", "--continue-on-collection-errors", "-q", "-rs", *own_basetemp(td, env=env), *modules]
+                "-p", "no:xdist", "--continue-on-collection-errors", "-q", "-rs", *own_basetemp(td, env_extra=env_extra), *modules]
         # DSV4_INTENT_TIMEOUT is per module (it was one pytest per module)
         limit = timeout or float(os.environ.get(TIMEOUT_ENV, "1800")) * len(modules)
         try:

@@ -169,6 +169,10 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     with folder_lock(repo_path.parent, lambda: cache.root / "locks" / "imports.lock"):
         if done := _imported(repo_path, desc):
             return done
+        if _ref_written(repo_path):  # a finished import git failed to read just now: keep it for its readers
+            raise SourceError(
+                f"{repo_path}: git could not read this finished import",
+                hint=f"run the command again; if `git -C {repo_path} fsck` reports errors, delete that folder and run again")
         sha256 = sha256 or sha256_of(archive)
         work = Path(tempfile.mkdtemp(prefix="import-", dir=cache.dir("tmp")))
         commit_file = spec.get("commit_file")
@@ -197,11 +201,8 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
                 recorded = f"recorded-commit: {got}\n" if got else ""
                 sha = imp.commit("refs/dsv4/import", f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}",
                                  IMPORT_AUTHOR)
-            if repo_path.exists():
-                if _ref_written(repo_path):  # a finished import git failed to read just now: keep it
-                    raise SourceError(f"{repo_path}: git could not read this finished import",
-                                      hint=f"run the command again; if it fails again, check it with `git -C {repo_path} fsck`")
-                shutil.rmtree(repo_path)  # an import that never got its ref: no reader can be using it
+            if repo_path.exists():  # an import that never got its ref: no reader can be using it
+                shutil.rmtree(repo_path)
             os.replace(staging, repo_path)
         finally:
             shutil.rmtree(work, ignore_errors=True)

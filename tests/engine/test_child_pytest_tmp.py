@@ -64,8 +64,9 @@ def test_a_child_run_leaves_other_runs_temporary_folders_alone(tmp_path, runner)
     assert sorted(p.name for p in runs[0].parent.iterdir()) == [d.name for d in runs]  # and made none there
 
 
-@pytest.mark.parametrize("given", ["pytest_args", "PYTEST_ADDOPTS"])
-def test_a_basetemp_the_caller_gives_is_the_one_used(tmp_path, given):
+@pytest.mark.parametrize("runner, given", [("regress", "pytest_args"), ("regress", "PYTEST_ADDOPTS"),
+                                           ("intent", "PYTEST_ADDOPTS")])  # intent runs take no pytest args
+def test_a_basetemp_the_caller_gives_is_the_one_used(tmp_path, given, runner):
     project = _project(tmp_path)
     mine = tmp_path / "my-basetemp"
     where = tmp_path / "where.txt"
@@ -75,7 +76,30 @@ def test_a_basetemp_the_caller_gives_is_the_one_used(tmp_path, given):
         args = (f"--basetemp={mine}",)
     else:
         env["PYTEST_ADDOPTS"] = f"--basetemp={mine}"
-    node = NODE
-    rc, outcomes = run_pytest(project, [node], env, pytest_args=args)
-    assert rc == 0 and outcomes[node]["outcome"] == "passed", outcomes
+    if runner == "regress":
+        rc, outcomes = run_pytest(project, [NODE], env, pytest_args=args)
+        assert rc == 0 and outcomes[NODE]["outcome"] == "passed", outcomes
+    else:
+        assert run_intent_tests(project, [NODE], env)[NODE]["outcome"] == "passed"
     assert Path(where.read_text()).parent == mine
+
+
+@pytest.mark.parametrize("runner", ["regress", "intent"])
+def test_a_basetemp_inherited_from_our_own_environment_is_left_alone(tmp_path, monkeypatch, runner):
+    """PYTEST_ADDOPTS in the tool's own environment (the shell's, or a pytest run that calls the
+    tool) may name that run's basetemp; pytest empties a basetemp it is given, so the child must not
+    take it: the calling run's folders would go from under it."""
+    project = _project(tmp_path)
+    outer = tmp_path / "outer-basetemp"
+    (outer / "test_running0").mkdir(parents=True)
+    (outer / "test_running0" / "in-use").write_text("")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"--basetemp={outer}")
+    where = tmp_path / "where.txt"
+    env = {"WHERE_FILE": str(where)}
+    if runner == "regress":
+        rc, outcomes = run_pytest(project, [NODE], env)
+        assert rc == 0 and outcomes[NODE]["outcome"] == "passed", outcomes
+    else:
+        assert run_intent_tests(project, [NODE], env)[NODE]["outcome"] == "passed"
+    assert (outer / "test_running0" / "in-use").is_file()
+    assert outer not in Path(where.read_text()).parents

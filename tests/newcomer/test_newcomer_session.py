@@ -5,11 +5,16 @@ console block writes it, against the real upstreams.
 
 Seeded, not faked: the session's `regress` uses the venv cache the vLLM regression tests keep
 (~/.cache/dsv4-patch/venvs, or DSV4_VENV_CACHE), as a newcomer's own runs would: the release
-installs, plus the patched clones of its edited stack, keyed by that stack's overlay, so a later
-run finds them made (a private hard-link copy of the cache was ~200,000 new entries a run, made
-and later deleted). The `build` venv is a hard-link clone of the release install
-(build_overlay writes new inodes, so the shared one never changes). Without that cache the run
-installs from PyPI (~5.7 GB, as the README says). The transcript lands in $DSV4_SESSION_TRANSCRIPT when set (the README's
+installs, and the patched clones of its edited stack, keyed by that stack's overlay. A private
+hard-link copy of the cache was ~200,000 new entries a run, made and later deleted; the price is
+that a later run finds those clones made, so only the first run after a stack change overlays
+them (tests/engine/test_build_overlay.py covers the overlay itself). The clone is of HEAD while
+the other tests run the working tree: an uncommitted change to how those venvs are made
+(tests/regress/vllm/_vllm_venvs.py) can meet the committed one in that cache. The `build` venv is
+a hard-link clone of the release install (build_overlay writes new inodes, so the shared one
+never changes). Without that cache the run installs from PyPI (several GB: the README's "What
+the first run downloads").
+The transcript lands in $DSV4_SESSION_TRANSCRIPT when set (the README's
 session is pasted from it).
 """
 
@@ -24,6 +29,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from dsv4_patch.build import venv_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -177,9 +184,11 @@ def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):
                 assert "=failed" not in row and "=passed" in row, row
         elif cmd.startswith("dsv4-patch build vllm --venv .venv-vllm"):
             # (without the seed, a `pip install vllm==0.27.1` with every dependency: ~4 min here)
-            seed = _vllm_venvs().release_root("0.27.1") / "base"
-            if seed.is_dir():  # the release install (CPU recipe), hard-linked; overlay, prune and import are real
-                subprocess.run(["cp", "-al", str(seed), str(clone / ".venv-vllm")], check=True)
+            v = _vllm_venvs()
+            seed = v.release_root("0.27.1") / "base"
+            if (seed / v.RECIPE_FILE).is_file():  # a finished release install (CPU recipe), hard-linked;
+                with venv_lock(seed):             # overlay, prune and import are real
+                    subprocess.run(["cp", "-al", str(seed), str(clone / ".venv-vllm")], check=True)
             p = s.run(cmd)
             # every patched module imports, except one this CPU machine cannot import unpatched either
             m = re.search(r"patched modules that import: (\d+)/(\d+)(?: \((\d+) cannot be imported on this machine)?", p.stdout)
