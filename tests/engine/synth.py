@@ -134,3 +134,18 @@ class Env:
     def patch_bytes(self) -> dict[str, bytes]:
         d = self.root / "patches" / "demo"
         return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def refuse_folder_flocks(monkeypatch) -> None:
+    """What NFS does: an exclusive flock on a folder opened read-only fails (EBADF); on files it works."""
+    import fcntl
+
+    real = fcntl.flock
+
+    def no_dir_locks(fd, op):
+        fd = fd if isinstance(fd, int) else fd.fileno()
+        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
+            raise OSError(9, "Bad file descriptor")
+        return real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", no_dir_locks)

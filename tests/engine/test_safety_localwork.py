@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from synth import author_commit, git, numbered
+from synth import author_commit, git, numbered, refuse_folder_flocks
 
 from dsv4_patch import tree as tree_mod
 from dsv4_patch.errors import Dsv4Error
@@ -194,7 +194,6 @@ def test_state_and_journal_are_written_atomically(env, monkeypatch):
 def test_the_lock_works_where_folders_cannot_be_locked(env, monkeypatch):
     """NFS refuses an exclusive flock on a folder opened read-only: a lock file in the cache
     stands in, and it still excludes another process."""
-    import fcntl
     import os
     import subprocess
     import sys
@@ -202,14 +201,7 @@ def test_the_lock_works_where_folders_cannot_be_locked(env, monkeypatch):
 
     from dsv4_patch import locks
 
-    real = fcntl.flock
-
-    def no_dir_locks(fd, op):
-        if os.path.isdir(f"/proc/self/fd/{fd}") and os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
-            raise OSError(9, "Bad file descriptor")
-        return real(fd, op)
-
-    monkeypatch.setattr(fcntl, "flock", no_dir_locks)
+    refuse_folder_flocks(monkeypatch)
     monkeypatch.setenv("DSV4_PATCH_CACHE", str(env.cache.root))
     code = textwrap.dedent(f"""
         import fcntl, os, sys

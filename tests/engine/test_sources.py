@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from synth import Upstream, git, numbered
+from synth import Upstream, git, numbered, refuse_folder_flocks
 
 from dsv4_patch.config import SourceSpec, StackConfig
 from dsv4_patch.errors import SourceError
@@ -187,21 +187,6 @@ def test_path_source_is_read_only(tmp_path):
     assert sorted(p.name for p in (up.path / ".git").iterdir()) == before
 
 
-def _refuse_folder_flocks(monkeypatch):
-    """What NFS does: an exclusive flock on a folder opened read-only fails (EBADF)."""
-    import fcntl
-
-    real = fcntl.flock
-
-    def no_dir_locks(fd, op):
-        fd = fd if isinstance(fd, int) else fd.fileno()
-        if os.path.isdir(os.readlink(f"/proc/self/fd/{fd}")):
-            raise OSError(9, "Bad file descriptor")
-        return real(fd, op)
-
-    monkeypatch.setattr(fcntl, "flock", no_dir_locks)
-
-
 @pytest.mark.parametrize("fs", ["local", "folders-cannot-be-locked"])
 def test_a_second_import_of_the_same_archive_waits_and_keeps_the_first(tmp_path, monkeypatch, fs):
     """Two processes (checkouts, test workers) asking for one release at once: the second waits for
@@ -214,7 +199,7 @@ def test_a_second_import_of_the_same_archive_waits_and_keeps_the_first(tmp_path,
     if fs != "local":
         if not Path("/proc/self/fd").is_dir():
             pytest.skip("needs /proc to tell a folder's descriptor from a file's")
-        _refuse_folder_flocks(monkeypatch)
+        refuse_folder_flocks(monkeypatch)
 
     sha = make_tar(tmp_path / "pkg-1.0.tar.gz", {"pkg/a.py": numbered(5).encode()})
     cache = Cache(tmp_path / "cache")

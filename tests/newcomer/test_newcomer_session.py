@@ -13,9 +13,8 @@ the other tests run the working tree: an uncommitted change to how those venvs a
 (tests/regress/vllm/_vllm_venvs.py) can meet the committed one in that cache. The `build` venv is
 a hard-link clone of the release install (build_overlay writes new inodes, so the shared one
 never changes). Without that cache the run installs from PyPI (several GB: the README's "What
-the first run downloads").
-The transcript lands in $DSV4_SESSION_TRANSCRIPT when set (the README's
-session is pasted from it).
+the first run downloads"). The transcript lands in $DSV4_SESSION_TRANSCRIPT when set (the
+README's session is pasted from it).
 """
 
 from __future__ import annotations
