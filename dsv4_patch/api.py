@@ -534,6 +534,7 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
     note (a level where nothing ran writes no file). `apply` is passed when the tree exports
     byte-identical to the patch files."""
     from .e2e.record import LEVELS, make_result, write_result
+    from .e2e.testcode import fingerprint, files_of_tests
 
     bad = [lv for lv in levels if lv not in LEVELS]
     if bad:
@@ -567,8 +568,11 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
                     note = "not verified here: " + "; ".join(f"{p} ({why})" for p, why in unverified.items())
             state = (out_dir(project, out) / cfg.label / ".git" / "dsv4" / "state.json")
             base = json.loads(state.read_text())["base"] if state.exists() else ""
+            tests = None
+            if level != "apply":  # the test code this result speaks for: status --matrix flags it once edited
+                tests = fingerprint(project.root, files_of_tests(project.root, [n for r in rows for n in r.tests]))
             data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by,
-                               note=note)
+                               note=note, tests=tests)
             keep = keep if keep is not None else {r.patch for r in rows}  # only the patches whose tests ran
             data["patches"] = [p for p in data["patches"] if p["name"] in keep]
             written.append(write_result(cfg.patch_dir, data))

@@ -96,7 +96,8 @@ def render_matrix(root: Path, stacks: list[str] | None = None, as_json: bool = F
 
     One row per patch (series order), one column per verification level; a cell lists the hardware on which
     the newest result passed, `!hw` where it failed, `~hw` where it was recorded for an older version of
-    the patch file, and `-` where nothing was recorded.
+    the patch file, `?hw` where it passed but its test code changed since (run it again), and `-`
+    where nothing was recorded.
     """
     from dsv4_patch.e2e.matrix import compute_matrix
     from dsv4_patch.e2e.record import LEVELS
@@ -115,10 +116,17 @@ def render_matrix(root: Path, stacks: list[str] | None = None, as_json: bool = F
         for r in m.rows:
             cols = []
             for lv in LEVELS:
-                marks = [{"passed": "", "failed": "!", "stale": "~"}[c.status] + c.hardware for c in r.cells_for(lv)]
+                marks = [{"passed": "", "failed": "!", "stale": "~", "stale-tests": "?"}[c.status] + c.hardware for c in r.cells_for(lv)]
                 cols.append((",".join(marks) or "-").ljust(11))
             lines.append("  " + r.name.ljust(width) + "  " + "  ".join(cols))
+        for r in m.rows:
+            moved = [c for c in r.cells if c.changed_tests]
+            if moved:
+                files = sorted({f for c in moved for f in c.changed_tests})
+                lines.append(f"  ? {r.name} ({', '.join(f'{c.level} {c.hardware}' for c in moved)}): "
+                             f"test code changed since: {', '.join(files)}")
         for p in m.problems:
             lines.append(f"  problem: {p}")
-    lines.append("legend: hw = passed there, !hw = failed, ~hw = recorded for an older version of the patch, - = not run")
+    lines.append("legend: hw = passed there, !hw = failed, ~hw = recorded for an older version of the patch, "
+                 "?hw = passed, but its test code changed since, - = not run")
     return "\n".join(lines)

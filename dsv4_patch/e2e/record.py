@@ -16,7 +16,8 @@ named with the sha256 of its file at the time: a result says nothing about a pat
       "patches": [{"name": "0001-....patch", "sha256": "..."}],
       "evidence": {"suite": "chat32", "verdict": "COHERENT", "engine_version": "...", "model": "...",
                    "tp": 8, "job_id": "...", "first_tokens": [...], "text": "..."},
-      "note": ""
+      "note": "",
+      "tests": {"tests/regress/vllm/test_x.py": "<sha256>"}   # optional: the test code (testcode.py)
     }
 
 Only `e2e --record` (hardware) writes these here; other levels' runners can write the same schema.
@@ -52,6 +53,7 @@ class LevelResult:
     evidence: dict = field(default_factory=dict)
     by: str = ""
     note: str = ""
+    tests: dict[str, str] | None = None  # test file -> sha256 when recorded (testcode.py); None in older results
 
 
 def patch_fingerprints(patch_dir: Path) -> list[dict]:
@@ -105,12 +107,14 @@ def load_results(patch_dir: Path) -> tuple[list[LevelResult], list[str]]:
             path=p, stack=data["stack"], level=data["level"], hardware=data["hardware"], status=data["status"],
             date=data["date"], patches={x["name"]: x["sha256"] for x in data["patches"]},
             evidence=data.get("evidence", {}), by=data.get("by", ""), note=data.get("note", ""),
+            tests=data["tests"] if isinstance(data.get("tests"), dict) else None,
         ))
     return results, problems
 
 
 def make_result(stack: str, patch_dir: Path, level: str, hardware: str, passed: bool, evidence: dict,
-                upstream_commit: str = "", by: str = "", note: str = "", date: str | None = None) -> dict:
+                upstream_commit: str = "", by: str = "", note: str = "", date: str | None = None,
+                tests: dict[str, str] | None = None) -> dict:
     data = {
         "schema": RESULT_FILE_SCHEMA,
         "stack": stack,
@@ -124,6 +128,8 @@ def make_result(stack: str, patch_dir: Path, level: str, hardware: str, passed: 
         "evidence": evidence,
         "note": note,
     }
+    if tests is not None:
+        data["tests"] = dict(sorted(tests.items()))  # the test code it speaks for (testcode.py)
     problems = validate(data, "new result")
     if problems:
         raise ConfigError(problems[0])

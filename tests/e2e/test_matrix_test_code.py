@@ -1,0 +1,135 @@
+"""`status --matrix` says when a test-level pass is older than the test code it covers (testcode.py):
+a result that recorded the test code's fingerprint goes `stale-tests` when a covered file's bytes
+change; an older result without one, when git has a commit to a covered file after the result's date
+(or the file has uncommitted changes). The apply level and other patches' test code are not involved."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dsv4_patch.e2e.matrix import compute_matrix
+from dsv4_patch.e2e.record import make_result, write_result
+from dsv4_patch.e2e.testcode import fingerprint, files_of_tests
+
+STACKS = """
+[stacks.vllm]
+upstream = "https://github.com/vllm-project/vllm"
+commit = "6e448d0ea"
+patches = "vllm"
+[[stacks.vllm.sources]]
+kind = "path"
+path = "/nowhere"
+"""
+
+PATCH = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A Person <a@example.com>
+Date: Tue, 1 Dec 2026 10:00:00 +0000
+Subject: [PATCH] {subject}
+
+Why.
+
+Regression-Test: {test}
+---
+ a.py | 1 +
+ 1 file changed, 1 insertion(+)
+
+diff --git a/a.py b/a.py
+index 0000000..1111111 100644
+--- a/a.py
++++ b/a.py
+@@ -1 +1,2 @@
+ x = 1
++y = 2
+--
+2.43.0
+"""
+
+TEST_A = "tests/regress/vllm/test_a_gpu.py"
+TEST_B = "tests/regress/vllm/test_b.py"
+
+
+def _git(root: Path, *args: str, date: str | None = None) -> None:
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+@pytest.fixture
+def project(tmp_path):
+    d = tmp_path / "patches" / "vllm"
+    d.mkdir(parents=True)
+    (tmp_path / "patches" / "stacks.toml").write_text(STACKS)
+    (d / "0001-a.patch").write_text(PATCH.format(subject="a", test=TEST_A + "::test_on_gpu"))
+    (d / "0002-b.patch").write_text(PATCH.format(subject="b", test=TEST_B + "::test_cpu"))
+    (d / "series").write_text("0001-a.patch\n0002-b.patch\n")
+    t = tmp_path / "tests" / "regress" / "vllm"
+    t.mkdir(parents=True)
+    (tmp_path / "tests" / "conftest.py").write_text("# root fixtures\n")
+    (t / "conftest.py").write_text("# vllm fixtures\n")
+    (t / "_gate.py").write_text("GPU = True\n")
+    (t / "test_a_gpu.py").write_text("def test_on_gpu(): pass\n")
+    (t / "test_b.py").write_text("def test_cpu(): pass\n")
+    (t / "unrelated.txt").write_text("not python\n")
+    return tmp_path
+
+
+def _record(project: Path, level: str, hw: str, date: str, tests: dict | None) -> None:
+    d = project / "patches" / "vllm"
+    write_result(d, make_result("vllm", d, level, hw, True, {}, date=date, tests=tests))
+
+
+def _cells(project: Path) -> dict[tuple[str, str], tuple[str, list[str]]]:
+    [m] = compute_matrix(project)
+    return {(r.name, c.level): (c.status, c.changed_tests) for r in m.rows for c in r.cells}
+
+
+def test_test_code_is_the_module_its_folder_helpers_and_the_conftests_above(project):
+    assert files_of_tests(project, [TEST_A + "::test_on_gpu", "tests/gone.py::test_x"]) == [
+        "tests/conftest.py", "tests/regress/vllm/_gate.py", "tests/regress/vllm/conftest.py", TEST_A]
+
+
+def test_a_fingerprinted_pass_goes_stale_when_its_test_code_changes(project):
+    files = files_of_tests(project, [TEST_A, TEST_B])
+    _record(project, "gpu", "H200", "2026-12-01T10:00:00+00:00", fingerprint(project, files))
+    _record(project, "apply", "cpu", "2026-12-01T10:00:00+00:00", None)
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
+
+    (project / "tests" / "regress" / "vllm" / "_gate.py").write_text("GPU = False  # the gate moved\n")
+    cells = _cells(project)
+    assert cells[("0001-a.patch", "gpu")] == ("stale-tests", ["tests/regress/vllm/_gate.py"])
+    assert cells[("0001-a.patch", "apply")] == ("passed", [])  # apply runs no bound test
+
+    (project / "tests" / "regress" / "vllm" / "_gate.py").write_text("GPU = True\n")  # put back: passes again
+    (project / TEST_B).write_text("def test_cpu(): assert False\n")  # patch b's test: not patch a's
+    cells = _cells(project)
+    assert cells[("0001-a.patch", "gpu")] == ("passed", [])
+    assert cells[("0002-b.patch", "gpu")] == ("stale-tests", [TEST_B])
+
+
+def test_a_new_helper_the_record_never_saw_makes_it_stale(project):
+    _record(project, "gpu", "H200", "2026-12-01T10:00:00+00:00",
+            fingerprint(project, files_of_tests(project, [TEST_A])))
+    (project / "tests" / "regress" / "vllm" / "_new_gate.py").write_text("x = 1\n")
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("stale-tests", ["tests/regress/vllm/_new_gate.py"])
+
+
+def test_an_older_result_is_judged_by_the_commits_after_its_date(project):
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "tests", date="2026-11-30T09:00:00+00:00")
+    _record(project, "gpu", "H200", "2026-12-01T10:00:00+00:00", None)  # no fingerprint: written before it existed
+    _git(project, "add", "-A")
+    _git(project, "commit", "-qm", "result", date="2026-12-01T11:00:00+00:00")
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
+
+    (project / TEST_A).write_text("def test_on_gpu(): assert 1\n")
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("stale-tests", [TEST_A])  # uncommitted edit
+    _git(project, "commit", "-qam", "edit the GPU test", date="2026-12-02T09:00:00+00:00")
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("stale-tests", [TEST_A])  # committed after the run
+    assert _cells(project)[("0002-b.patch", "gpu")] == ("passed", [])
