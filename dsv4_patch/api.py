@@ -58,7 +58,7 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
         if resume:
             from . import resolve  # (and bump, whose resolutions it reuses): only off the plain path
 
-            results.append(resolve.continue_apply(s, where, root=project.root, progress=progress).apply)
+            results.append(resolve.continue_apply(s, where, root=project.root, progress=progress, force=force).apply)
             continue
         try:
             results.append(build_tree(s, where, threeway=threeway, source_kind=source, force=force, progress=progress))
@@ -68,7 +68,8 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
                 raise
             from . import resolve
 
-            reused = resolve.reuse_after_conflict(s, where, Path(failed), root=project.root, progress=progress)
+            reused = resolve.reuse_after_conflict(s, where, Path(failed), root=project.root, progress=progress,
+                                                 force=force)
             if reused is not None:
                 results.append(reused.apply)
                 continue

@@ -276,10 +276,33 @@ def _base_source(cfg: StackConfig, cache: Cache, commit: str) -> str:
         return f"commit {commit[:12]}"
 
 
-def _finish(cfg: StackConfig, out: Path, tree: Path, cache: Cache, t0: float, done: list[Resolved]) -> ApplyResult:
+def refuse_replacing(cfg: StackConfig, target: Path, force: bool) -> None:
+    """The check a plain apply makes before it replaces OUT/<stack>, made before --continue (or a
+    reused resolution) swaps the resolved tree over it: nothing the user made there is lost
+    unless --force says so."""
+    from .advice import keep_work_hint
+    from .localwork import local_work
+    from .tree import load_state
+
+    if force or not target.exists():
+        return
+    state, damaged = load_state(target)
+    if state is None:
+        why = f"its .git/dsv4/state.json is damaged ({damaged})" if damaged else "it was not built by dsv4-patch"
+        raise Dsv4Error(f"{target}: {why}; continuing would replace it",
+                        hint=f"move it aside, or pass --force to replace it (`dsv4-patch apply {cfg.label} --continue --force`)")
+    lost = local_work(target, state)
+    if lost:
+        raise Dsv4Error(f"{target}: continuing would replace it and lose {'; '.join(lost)}",
+                        hint=keep_work_hint(cfg.label, target))
+
+
+def _finish(cfg: StackConfig, out: Path, tree: Path, cache: Cache, t0: float, done: list[Resolved],
+            force: bool = False) -> ApplyResult:
     """Move the completed tree to OUT/<stack> as a tree `apply` built (export works there)."""
     import time
 
+    refuse_replacing(cfg, OutDir(out).tree(cfg.label), force)  # again: the user may have worked there meanwhile
     g = Git(tree)
     base = g.rev(BASE_REF)
     from .localwork import ref_snapshot
@@ -300,7 +323,7 @@ def _finish(cfg: StackConfig, out: Path, tree: Path, cache: Cache, t0: float, do
 
 
 def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | None = None,
-                   progress: Progress = None) -> ContinueResult:
+                   progress: Progress = None, force: bool = False) -> ContinueResult:
     """`apply STACK --continue`: finish the apply stopped in OUT/.dsv4/failed/<stack>."""
     import time
 
@@ -318,18 +341,14 @@ def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | No
                                 "(a patch already upstream, or one skipped with `git am --skip`)",
                                 hint="drop such a patch from the series (see Drop-When:), then apply again")
     with OutDir(out).locked():
-        target = OutDir(out).tree(cfg.label)
-        state = read_state(target) if target.exists() else None
-        if state and Git(target).rev("HEAD") != state.get("tip"):
-            raise Dsv4Error(f"{target}: has commits not in the patch files; continuing would replace it",
-                            hint=f"run `dsv4-patch export {cfg.label}` there first, or move it aside")
+        refuse_replacing(cfg, OutDir(out).tree(cfg.label), force)  # before anything is done
         done = _advance(cfg, tree, patches, root, by_hand=True, progress=progress,
                         stores=object_stores(cache, out, cfg.label))
-        return ContinueResult(_finish(cfg, out, tree, cache, t0, done), done)
+        return ContinueResult(_finish(cfg, out, tree, cache, t0, done, force), done)
 
 
 def reuse_after_conflict(cfg: StackConfig, out: Path, failure_tree: Path, *, root: Path, cache: Cache | None = None,
-                         progress: Progress = None) -> ContinueResult | None:
+                         progress: Progress = None, force: bool = False) -> ContinueResult | None:
     """After `apply` stopped: when remembered resolutions carry the stack to its end, finish it
     (returns the result); when none fits the stopped patch, leave the failed tree as it was (None).
     A later patch without one raises ConflictError with the tree at that patch."""
@@ -353,7 +372,7 @@ def reuse_after_conflict(cfg: StackConfig, out: Path, failure_tree: Path, *, roo
             if g.rev("HEAD") == head:  # nothing fitted the first patch: as apply left it
                 return None
             raise
-        return ContinueResult(_finish(cfg, out, tree, cache, t0, done), done)
+        return ContinueResult(_finish(cfg, out, tree, cache, t0, done, force), done)
 
 
 def prepare_failed_tree(cfg: StackConfig, out: Path, failure_tree: Path, *, cache: Cache | None = None) -> list[str]:

@@ -1,0 +1,79 @@
+"""Issue 28: nothing the user made is lost on the paths added last round (--continue, export, the
+global ignore file, a half-done resolution, a killed incremental switch, ...). Each test here
+failed on the code before its fix (see docs/architecture.md, the safety table)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from synth import META, author_commit, git, numbered
+
+from dsv4_patch import api, incremental
+from dsv4_patch.config import load_project
+from dsv4_patch.errors import ConflictError, Dsv4Error
+from dsv4_patch.gitcmd import Git
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(env, monkeypatch):
+    monkeypatch.setenv("DSV4_PATCH_CACHE", str(env.cache.root))
+
+
+def _apply(env, **kw):
+    return api.apply(load_project(env.root), ["demo"], out=env.out, **kw)
+
+
+def _stack_that_conflicts(env, keep_old_tree: bool = True):
+    """Two patches at the pin, then a re-pin where upstream rewrote the line patch 1 edits:
+    OUT/demo is the tree at the old pin, patch 1 conflicts at the new one."""
+    (env.root / "tests").mkdir(exist_ok=True)
+    (env.root / "tests/test_demo.py").write_text("def test_ok():\n    pass\n")
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    env.author({"src/b.txt": numbered(30, "b").replace("b 7\n", "b seven\n")}, "[DSV4] Seven")
+    env.up.write("src/a.py", numbered(60).replace("line 3\n", "line 3 (upstream)\n"))
+    env.repin(env.up.commit("upstream rewrites line 3"))
+    if not keep_old_tree:
+        shutil.rmtree(env.out / "demo")
+    with pytest.raises(ConflictError):
+        _apply(env)
+    return env.out / ".dsv4" / "failed" / "demo"
+
+
+def _resolve_by_hand(failed):
+    a = failed / "src/a.py"
+    assert "<<<<<<<" in a.read_text()
+    a.write_text(numbered(60).replace("line 3\n", "line three (upstream)\n"))
+
+
+# ---------------------------------------------------------------- 1. --continue checks local work
+@pytest.mark.parametrize("work", ["edit", "untracked", "stash", "branch"])
+def test_continue_refuses_to_swap_over_local_work(env, work):
+    failed = _stack_that_conflicts(env)
+    tree = env.out / "demo"
+    if work == "edit":
+        (tree / "src/b.txt").write_text("my edit\n")
+    elif work == "untracked":
+        (tree / "notes.txt").write_text("mine\n")
+    elif work == "stash":
+        (tree / "src/b.txt").write_text("stashed\n")
+        git(tree, "stash", "-q")
+    else:
+        git(tree, "branch", "mywork")
+        git(tree, "checkout", "-q", "mywork")
+        author_commit(tree, {"src/b.txt": "on my branch\n"}, "mine")
+        git(tree, "checkout", "-q", "dsv4/demo")
+    _resolve_by_hand(failed)
+    with pytest.raises(Dsv4Error) as ei:
+        _apply(env, resume=True)
+    msg = ei.value.one_line()
+    assert "\n" not in msg and "lose" in msg and "--force" in msg, msg
+    assert {"edit": "uncommitted", "untracked": "uncommitted", "stash": "stash", "branch": "branch mywork"}[work] in msg
+    # nothing was touched: the user's work and the resumable attempt are both still there
+    assert {"edit": lambda: (tree / "src/b.txt").read_text() == "my edit\n",
+            "untracked": lambda: (tree / "notes.txt").exists(),
+            "stash": lambda: Git(tree).rev("refs/stash") is not None,
+            "branch": lambda: Git(tree).rev("mywork") is not None}[work]()
+    assert (failed / ".git/rebase-apply").is_dir()
+    res = _apply(env, resume=True, force=True)[0]  # --force says: replace it
+    assert "line three (upstream)" in (res.tree / "src/a.py").read_text()
