@@ -9,6 +9,7 @@ byte-identical. New commits get a file name from their subject.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -141,14 +142,37 @@ def exportable_problem(stack: StackConfig, tree: Path) -> str | None:
 
 
 def export_stack(stack: StackConfig, tree: Path, *, check: bool = False,
-                 remove: Collection[str] | bool = ()) -> ExportResult:
+                 remove: Collection[str] | bool = (), force: bool = False) -> ExportResult:
     """Write the stack's files from `tree`. A patch file that the tree no longer has is removed
-    only when `remove` names it (or is True): anything else is an error naming the files."""
+    only when `remove` names it (or is True): anything else is an error naming the files. A patch
+    file that changed since the tree was built from it is overwritten only with `force`."""
     with stack_lock(stack):  # never interleaved with an apply/bump/pin of the same stack
-        return _export_stack(stack, tree, check=check, remove=remove)
+        return _export_stack(stack, tree, check=check, remove=remove, force=force)
 
 
-def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collection[str] | bool) -> ExportResult:
+def changed_since_build(stack: StackConfig, tree: Path, names: Collection[str]) -> list[str]:
+    """Those of `names` whose file in the patch folder is not the bytes the tree was built from
+    (or last exported): edited by hand, or pulled, after the build. A file the build did not
+    have counts when it exists. Empty for a tree without that record (built before it was kept,
+    partial, or not built by apply)."""
+    from .tree import read_state
+
+    state = read_state(tree) or {}
+    record = state.get("patch_files")
+    if record is None and isinstance(state.get("made"), list):
+        record = {m[0]: m[1] for m in state["made"] if isinstance(m, list) and len(m) == 3}
+    if not isinstance(record, dict) or state.get("upto") is not None:
+        return []
+    changed = []
+    for name in names:
+        f = stack.patch_dir / name
+        if f.is_file() and hashlib.sha256(f.read_bytes()).hexdigest() != record.get(name):
+            changed.append(name)
+    return changed
+
+
+def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collection[str] | bool,
+                  force: bool = False) -> ExportResult:
     patches = render_patches(tree)
     res = ExportResult(stack.name)
     old_names = [e.name for e in read_series(stack.series_path)] if stack.series_path.exists() else []
@@ -182,6 +206,12 @@ def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collec
     res.diff = "".join(diffs)
     if check:
         return res
+    changed = [] if force else changed_since_build(stack, tree, res.written)
+    if changed:
+        raise Dsv4Error(f"{stack.patch_dir}: {len(changed)} patch file(s) changed since {tree} was built from them "
+                        f"({', '.join(changed)}); export would overwrite them with the tree's commits",
+                        hint=f"`dsv4-patch apply {stack.label}` builds from the files as they are now (commit "
+                             "your tree's work first); or pass --force to overwrite them")
     stack.patch_dir.mkdir(parents=True, exist_ok=True)
     for name, data in patches:
         if name in res.written:

@@ -124,12 +124,20 @@ def adopt_tree(stack_cfg: StackConfig, tree: Path) -> None:
     if not state or state.get("upto") is not None:
         return
     try:
-        fp = load_stack(stack_cfg).fingerprint(state.get("fingerprint_source"))
+        loaded = load_stack(stack_cfg)
+        fp = loaded.fingerprint(state.get("fingerprint_source"))
     except Dsv4Error:
         return  # the exported files do not parse; `check` says why, and apply will refuse them
     g = Git(tree)
-    state.update(tip=g.rev("HEAD"), commits=_commits(g, state["base"]), fingerprint=fp)
+    state.update(tip=g.rev("HEAD"), commits=_commits(g, state["base"]), fingerprint=fp,
+                 patch_files=patch_files_record(loaded.patches))
     write_state(tree, state)
+
+
+def patch_files_record(patches: list[PatchFile]) -> dict[str, str]:
+    """{file name: sha256 of its bytes}: the patch files the tree matches (state "patch_files"),
+    so export can tell a file changed since (a hand edit, a `git pull` of patches/) from its own."""
+    return {p.name: incremental.patch_digest(p.raw) for p in patches}
 
 
 def tree_is_pristine(tree: Path, state: dict) -> tuple[bool, str]:
@@ -290,6 +298,7 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
                  "commits": commits, "stack": stack_cfg.name, "upto": upto, "pin": stack_cfg.commit,
                  "label": stack_cfg.label, "refs": refs,
                  "made": incremental.made_record([p.name for p in patches], [p.raw for p in patches], commits),
+                 "patch_files": patch_files_record(patches),
                  "reuse_key": incremental.reuse_key(stack_cfg, fp_source, base.commit)}
         write_state(staging, state)
         outdir.swap_in(name, staging)
@@ -405,7 +414,8 @@ def _apply_incrementally(stack_cfg: StackConfig, target: Path, state: dict, sub:
     new_state = {**state, "fingerprint": fp, "fingerprint_source": fp_source, "tip": tip,
                  "pin": stack_cfg.commit, "label": stack_cfg.label,
                  "commits": [list(c) for c in commits], "upto": upto,
-                 "made": incremental.made_record(names, raws, commits), "reuse_key": key}
+                 "made": incremental.made_record(names, raws, commits), "reuse_key": key,
+                 "patch_files": patch_files_record(sub.patches)}
     incremental.switch_in_place(target, state["tip"], tip, f"dsv4/{stack_cfg.name}", new_state, write_state)
     note = f"incremental: kept {k} commits, re-applied {len(new)} patches"
     say(progress, f"{stack_cfg.name}: {note}")

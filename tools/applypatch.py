@@ -356,6 +356,8 @@ def export(
                                   "our metadata trailers removed, Signed-off-by kept."),
     mbox: Optional[Path] = typer.Option(None, "--mbox", help="With --upstream: the mbox file, '-' for stdout "
                                         "[default: OUT/upstream/<stack>[@<tag>].mbox]."),
+    force: bool = typer.Option(False, "--force", help="Overwrite patch files that changed since the tree was built "
+                               "from them (a hand edit, a pull of patches/)."),
     release: Optional[List[str]] = ReleaseOpt,
     out_dir: Optional[Path] = OutOpt,
     as_json: bool = JsonOpt,
@@ -368,7 +370,8 @@ def export(
     Uncommitted edits and new untracked files are refused (commit them first): they would not
     reach the patch files. A patch whose commit you dropped is deleted only when named with
     --remove; a tree mid-am/rebase (a failed build), a partial tree or a tree of another pin is
-    refused. A stack carried on several upstream
+    refused. A patch file that changed since the tree was built from it (edited by hand, pulled)
+    is named and not overwritten unless --force. A stack carried on several upstream
     releases exports each release whose tree exists: OUT/<stack>@<tag> into its own folder
     (patches/<stack>/releases/<tag>). --json prints one object for one release, else a list.
 
@@ -391,7 +394,7 @@ def export(
         return _export_upstream(stack, release, mbox, out_dir, as_json, project)
     try:
         runs = api.export_releases(_project(project), stack, releases=release, out=out_dir, tree=tree, check=check,
-                                   remove=tuple(remove or ()))
+                                   remove=tuple(remove or ()), force=force)
     except Dsv4Error as e:
         _fail(e, as_json)
     stale = any(r.result and r.result.stale for r in runs)

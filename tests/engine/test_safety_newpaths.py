@@ -77,3 +77,49 @@ def test_continue_refuses_to_swap_over_local_work(env, work):
     assert (failed / ".git/rebase-apply").is_dir()
     res = _apply(env, resume=True, force=True)[0]  # --force says: replace it
     assert "line three (upstream)" in (res.tree / "src/a.py").read_text()
+
+
+# ---------------------------------------------------------------- 2. export never reverts a changed patch file
+def _two_patches(env):
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    env.author({"src/b.txt": numbered(30, "b").replace("b 7\n", "b seven\n")}, "[DSV4] Seven")
+    return env.apply().tree  # no-op: the tree was built (and adopted) from these files
+
+
+@pytest.mark.parametrize("how", ["hand-edit", "pulled"])
+def test_export_refuses_to_overwrite_a_patch_file_changed_since_the_build(env, how):
+    tree = _two_patches(env)
+    target = env.root / "patches/demo/three.patch"
+    if how == "hand-edit":  # a message line edited by hand
+        changed = target.read_bytes().replace(b"Why and how.", b"Why, how, and a note from review.")
+    else:  # a `git pull` brought another version of the patch (a different change)
+        changed = target.read_bytes().replace(b"+line three\n", b"+line THREE\n")
+    target.write_bytes(changed)
+    author_commit(tree, {"src/b.txt": numbered(30, "b").replace("b 7\n", "b seven\n") + "tail\n"}, "[DSV4] Tail",
+                  "Why.\n\n" + META)  # work in the tree that export is for
+    before = env.patch_bytes()
+    with pytest.raises(Dsv4Error) as ei:
+        api.export(load_project(env.root), "demo", out=env.out)
+    msg = ei.value.one_line()
+    assert "\n" not in msg and "three.patch" in msg and "seven.patch" not in msg.split(";")[0] and "--force" in msg, msg
+    assert env.patch_bytes() == before  # nothing written, the change to the file is kept
+    assert target.read_bytes() == changed
+    api.export(load_project(env.root), "demo", out=env.out, check=True)  # --check writes nothing: no refusal
+    res = api.export(load_project(env.root), "demo", out=env.out, force=True)
+    assert "three.patch" in res.written and target.read_bytes() != changed
+
+
+def test_export_after_export_and_rebuild_is_not_refused(env):
+    """The record follows the files: after an export (adopt), an incremental apply, a continue."""
+    tree = _two_patches(env)
+    author_commit(tree, {"src/a.py": numbered(60).replace("line 3\n", "line three\n") + "tail\n"}, "[DSV4] Tail",
+                  "Why.\n\n" + META)
+    api.export(load_project(env.root), "demo", out=env.out)
+    git(tree, "commit", "-q", "--amend", "-m", "[DSV4] Tail\n\nWhy, reworded.\n\n" + META)
+    api.export(load_project(env.root), "demo", out=env.out)  # its own last export is not "a change"
+    (env.root / "patches/demo/three.patch").write_bytes(
+        (env.root / "patches/demo/three.patch").read_bytes().replace(b"Why and how.", b"Why and how (edited)."))
+    res = env.apply()  # built from the edited file (incremental): the record is the new bytes
+    assert res.status == "applied"
+    author_commit(res.tree, {"src/b.txt": "x\n"}, "[DSV4] More", "Why.\n\n" + META)
+    api.export(load_project(env.root), "demo", out=env.out)
