@@ -4,6 +4,9 @@ Why each setting:
 - GIT_CONFIG_NOSYSTEM / GIT_CONFIG_GLOBAL=/dev/null: the user's config never changes our output
   (diff algorithm, prefixes, rename detection, hooks path, autocrlf ...).
 - core.hooksPath=/dev/null: upstream trees never run their git hooks.
+- core.excludesFile=/dev/null: git reads ~/.config/git/ignore (or $XDG_CONFIG_HOME/git/ignore)
+  even without a global config; a user file it matched would count as an ignored build output
+  (deleted on rebuild) and a new file it hid would be missed by export.
 - fixed committer identity and date: the same base and patch bytes give the same commit hashes.
 - LC_ALL=C: messages we parse (conflicts, "patch failed") are not translated.
 - the environment is built from scratch (`clean_env`), never merged over os.environ: the caller's
@@ -37,6 +40,7 @@ BASE_CONFIG = (
     "core.safecrlf=false",
     "core.fsmonitor=false",
     "core.attributesfile=/dev/null",
+    "core.excludesFile=/dev/null",  # not ~/.config/git/ignore: it would decide what is a build output
     "core.quotePath=true",
     "core.symlinks=true",
     "core.ignorecase=false",

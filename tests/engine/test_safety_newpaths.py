@@ -123,3 +123,33 @@ def test_export_after_export_and_rebuild_is_not_refused(env):
     assert res.status == "applied"
     author_commit(res.tree, {"src/b.txt": "x\n"}, "[DSV4] More", "Why.\n\n" + META)
     api.export(load_project(env.root), "demo", out=env.out)
+
+
+# ---------------------------------------------------------------- 3. the user's global ignore file decides nothing
+@pytest.fixture
+def home_ignoring_mine(env, monkeypatch):
+    """A HOME whose git ignore file (~/.config/git/ignore, git's default core.excludesFile) hides *.mine."""
+    home = env.tmp / "home"
+    (home / ".config/git").mkdir(parents=True)
+    (home / ".config/git/ignore").write_text("*.mine\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    return home
+
+
+def test_a_file_the_global_ignore_matches_is_local_work_not_a_build_output(env, home_ignoring_mine):
+    tree = _two_patches(env)
+    (tree / "notes.mine").write_text("my notes\n")
+    target = env.root / "patches/demo/seven.patch"  # a patch change: apply would rebuild
+    target.write_bytes(target.read_bytes().replace(b"+b seven\n", b"+b SEVEN\n"))
+    with pytest.raises(Dsv4Error) as ei:
+        env.apply()
+    assert "uncommitted changes" in ei.value.one_line() and "--force" in ei.value.one_line()
+    assert (tree / "notes.mine").read_text() == "my notes\n"
+
+
+def test_export_sees_a_new_file_the_global_ignore_matches(env, home_ignoring_mine):
+    tree = _two_patches(env)
+    (tree / "src/new.mine").write_text("a new file for the patch\n")
+    with pytest.raises(Dsv4Error, match=r"untracked file.*src/new\.mine"):
+        api.export(load_project(env.root), "demo", out=env.out)
