@@ -6,6 +6,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # bad input, unreachable source, stale export, lint failure
 EXIT_USAGE = 2  # wrong arguments (Typer/Click uses 2 as well)
 EXIT_CONFLICT = 3  # a patch does not apply (conflict, already upstream, target vanished)
+EXIT_UNVERIFIED = 4  # everything applied, but a patch's tests gave no evidence (all skipped, none, not run)
 
 
 class Dsv4Error(Exception):
