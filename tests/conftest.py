@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -148,6 +149,31 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda it: rank.get(it.nodeid.split("::", 1)[0], len(LONGEST_FIRST)))  # stable
 
 
+# What a source says when it cannot be reached from here (no network, offline, no mirror, a git
+# remote that cannot serve an abbreviated id): the only SourceErrors a test skips on. Everything else
+# -- a sha256 or commit-id mismatch with the pin, a refused or unreadable archive, an index that
+# answers but lists no such file (HTTP 4xx included), a source table missing a key -- is a broken
+# pin or a broken archive, and the test fails with it: a skip there would hide it behind "upstream
+# unreachable" (a zeroed sha256 in stacks.toml gave "9 skipped", exit 0).
+_UNREACHABLE = tuple(re.compile(p) for p in (
+    r"^cannot read \S+: (?!HTTP Error 4)",  # the index (a 4xx: it answered)
+    r"^download of \S+ failed: (?!HTTP Error 4)",
+    r"^git fetch \S+ failed: ",
+    r"^\S+ has not been imported yet",  # offline
+    r" is not in the local mirror ",  # offline
+    r"^abbreviated commit \S+ cannot be fetched by itself",  # the sdist's short id: git cannot serve it
+    r"^\S+ does not exist \(clone the upstream there",  # a path source not on this machine
+))
+
+
+def source_unreachable(e) -> bool:
+    """Whether a SourceError says only "cannot reach it from here": every source tried (the lines of
+    `details`, `  kind:where: reason`) or the error itself failed for one of the _UNREACHABLE reasons."""
+    lines = [ln.strip() for ln in (e.details or "").splitlines() if ln.strip()]
+    reasons = [ln.split(": ", 1)[1] if ": " in ln else ln for ln in lines] or [e.one_line()]
+    return all(any(p.search(r) for p in _UNREACHABLE) for r in reasons)
+
+
 def _tree(stack: str, patched: bool, release: str | None) -> Path:
     from dsv4_patch.api import tree_for_tests
     from dsv4_patch.errors import SourceError
@@ -159,8 +185,11 @@ def _tree(stack: str, patched: bool, release: str | None) -> Path:
         from dsv4_patch.whereabouts import explain
 
         what = f"{stack}@{release}" if release else stack
-        pytest.skip(f"{what} upstream unreachable here: {e.one_line()} "
-                    f"[{explain(load_project(ROOT).target(stack, release))}]")
+        where = explain(load_project(ROOT).target(stack, release))
+        why = " ".join([e.one_line(), *(ln.strip() for ln in (e.details or "").splitlines() if ln.strip())])
+        if not source_unreachable(e):
+            pytest.fail(f"{what}: the pinned upstream is refused: {why} [{where}]", pytrace=False)
+        pytest.skip(f"{what} upstream unreachable here: {why} [{where}]")
 
 
 @pytest.fixture(scope="session")
