@@ -7,6 +7,7 @@ revert, bisect). Ignored files are build outputs: they may go, but the caller sa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .gitcmd import Git
@@ -111,3 +112,58 @@ def ignored_count(tree: Path) -> int:
     """Ignored files and folders (build outputs) in the work tree."""
     out = Git(tree).out("status", "--porcelain", "--ignored", "--untracked-files=normal")
     return sum(1 for ln in out.splitlines() if ln.startswith("!! "))
+
+
+# A stopped attempt (OUT/.dsv4/failed/<stack>): what apply left there for the person, so that a
+# later plain apply can tell a resolution in progress (edits, `git add`, a hand `git am
+# --continue`) from an attempt nobody touched, which it may replace.
+LEFT = Path("dsv4") / "left.json"
+
+
+def attempt_snapshot(tree: Path) -> str:
+    """sha256 over HEAD, git am's position, `git status` and the bytes of every path it lists."""
+    import hashlib
+
+    g = Git(tree)
+    h = hashlib.sha256()
+    ra = git_dir(tree) / "rebase-apply"
+    head, status = g.rev("HEAD") or "", g.run("status", "--porcelain=v1", "-z", "--untracked-files=all").out
+    h.update(f"{head}\0{(ra / 'next').read_text() if (ra / 'next').is_file() else ''}\0{status}\0".encode())
+    fields = status.split("\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        if entry[0] in "RC":
+            i += 1  # the rename's source path follows
+        p = Path(tree) / entry[3:]
+        data = (os.fsencode(os.readlink(p)) if p.is_symlink() else p.read_bytes() if p.is_file() else b"")
+        h.update(entry.encode("utf-8", "surrogateescape") + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def record_attempt(tree: Path) -> None:
+    """Called where apply leaves a stopped attempt for the person."""
+    import json
+
+    from .atomicio import write_atomic
+
+    f = git_dir(tree) / LEFT
+    f.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(f, json.dumps({"snapshot": attempt_snapshot(tree)}))
+
+
+def attempt_touched(tree: Path) -> bool:
+    """Whether a stopped attempt holds work of the person's: it changed since apply left it. An
+    attempt without the record (left by an older version) counts when it is mid-am."""
+    import json
+
+    if not git_dir(tree).is_dir():
+        return False
+    try:
+        left = json.loads((git_dir(tree) / LEFT).read_text())["snapshot"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return operation_in_progress(tree) is not None
+    return left != attempt_snapshot(tree)

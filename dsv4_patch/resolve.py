@@ -23,6 +23,7 @@ from .config import StackConfig
 from .errors import ConflictError, Dsv4Error, UsageError
 from .exporter import strip_trailer
 from .gitcmd import Git
+from .localwork import record_attempt
 from .outdir import OutDir
 from .patchfile import PatchFile, parse_patch_bytes
 from .sources import Cache, Progress, materialize
@@ -244,6 +245,7 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
                 failure.failed_tree = str(tree)
                 if stores is not None:
                     lay_out_conflict(tree, patch, stores)
+                record_attempt(tree)  # left for the person at this patch
                 raise ConflictError(failure.message, report=failure, hint=next_step_hint(cfg.label, tree))
             how = "reused"
         else:
@@ -380,8 +382,10 @@ def prepare_failed_tree(cfg: StackConfig, out: Path, failure_tree: Path, *, cach
     tree = Path(failure_tree)
     if not _mid_am(tree):
         return []
-    return lay_out_conflict(tree, _current(tree, load_stack(cfg).patches),
-                            object_stores(cache or Cache.default(), out, cfg.label))
+    marked = lay_out_conflict(tree, _current(tree, load_stack(cfg).patches),
+                              object_stores(cache or Cache.default(), out, cfg.label))
+    record_attempt(tree)  # the markers are apply's, not the person's work
+    return marked
 
 
 def abort_apply(cfg: StackConfig, out: Path) -> Path:

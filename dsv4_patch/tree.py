@@ -24,7 +24,7 @@ from .atomicio import write_atomic
 from .errors import ConflictError, Dsv4Error, PatchFormatError
 from .gitcmd import Git
 from . import incremental
-from .localwork import ignored_count, local_work, ref_snapshot
+from .localwork import attempt_touched, ignored_count, local_work, record_attempt, ref_snapshot
 from .locks import stack_lock
 from .outdir import OutDir
 from .patchfile import PatchFile
@@ -237,6 +237,8 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
             return ApplyResult(stack_cfg.name, target, "noop", state["base"], state["source"],
                                [tuple(c) for c in state["commits"]], time.monotonic() - t0,
                                note="; ".join(notes + ["nothing changed (same base, same patch bytes)"]))
+        if not force:
+            _refuse_over_a_resolution(outdir, stack_cfg, name)
         if sub is None:
             sub = _loaded(stack_cfg, upto)
             fp = sub.fingerprint(fp_source)  # the bytes just parsed (a file may have changed since)
@@ -271,7 +273,7 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
         if failed:
             idx, log = failed
             failure = _failure_details(g, patches[idx], log)
-            failure.failed_tree = str(outdir.keep_failed(name, staging))
+            failure.failed_tree = str(_keep_failed(outdir, name, staging))
             raise ConflictError(failure.message, report=failure,
                                 hint=f"inspect {failure.failed_tree} (git am --show-current-patch)", details=log)
         commits = _commits(g, base.commit)
@@ -282,12 +284,12 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
             failure = PatchFailure(p.name, "upstreamed",
                                    f"{p.name}: its change is already in the base {base.commit[:12]} (applying it changes nothing)",
                                    [f.path for f in p.files])
-            failure.failed_tree = str(outdir.keep_failed(name, staging))
+            failure.failed_tree = str(_keep_failed(outdir, name, staging))
             raise ConflictError(failure.message, report=failure, hint="drop it from the series (see Drop-When:)")
         try:
             verify_commits(g, patches, commits, log)
         except ConflictError as e:
-            e.report.failed_tree = str(outdir.keep_failed(name, staging))
+            e.report.failed_tree = str(_keep_failed(outdir, name, staging))
             raise
         if damaged and not force:
             _refuse_unless_same(target, g, damaged)
@@ -331,6 +333,24 @@ def _loaded(stack_cfg: StackConfig, upto: int | None) -> LoadedStack:
     patches = loaded.patches if upto is None else loaded.patches[:upto]
     _refuse_unsafe(stack_cfg, patches)
     return LoadedStack(stack_cfg, loaded.entries[: len(patches)], patches)
+
+
+def _keep_failed(outdir: OutDir, name: str, staging: Path) -> Path:
+    """Keep the stopped attempt for the person, recording what it was when left (see below)."""
+    kept = outdir.keep_failed(name, staging)
+    record_attempt(kept)
+    return kept
+
+
+def _refuse_over_a_resolution(outdir: OutDir, stack_cfg: StackConfig, name: str) -> None:
+    """A plain apply replaces OUT/.dsv4/failed/<name> when it stops again: refuse while the person
+    is resolving there (the attempt changed since apply left it)."""
+    failed = outdir.meta / "failed" / name
+    if failed.is_dir() and attempt_touched(failed):
+        raise Dsv4Error(f"{failed}: a conflict resolution is in progress there (changed since apply stopped); "
+                        "a new apply would discard it",
+                        hint=f"finish it with `dsv4-patch apply {stack_cfg.label} --continue`, drop it with "
+                             f"`dsv4-patch apply {stack_cfg.label} --abort`, or pass --force to discard it")
 
 
 def _refuse_unless_same(target: Path, built: Git, damaged: str) -> None:

@@ -153,3 +153,33 @@ def test_export_sees_a_new_file_the_global_ignore_matches(env, home_ignoring_min
     (tree / "src/new.mine").write_text("a new file for the patch\n")
     with pytest.raises(Dsv4Error, match=r"untracked file.*src/new\.mine"):
         api.export(load_project(env.root), "demo", out=env.out)
+
+
+# ---------------------------------------------------------------- 4. a half-done resolution survives a plain apply
+@pytest.mark.parametrize("progress", ["edited", "staged", "am-continued"])
+def test_a_plain_apply_refuses_while_a_resolution_is_half_done(env, progress):
+    failed = _stack_that_conflicts(env, keep_old_tree=False)
+    _resolve_by_hand(failed)
+    if progress in ("staged", "am-continued"):
+        git(failed, "add", "src/a.py")
+    if progress == "am-continued":
+        git(failed, "am", "--continue", env={"GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@example.invalid"})
+    mine = (failed / "src/a.py").read_bytes()
+    with pytest.raises(Dsv4Error) as ei:
+        _apply(env)
+    msg = ei.value.one_line()
+    assert "\n" not in msg and "--continue" in msg and "--abort" in msg and "--force" in msg, msg
+    assert (failed / "src/a.py").read_bytes() == mine  # the resolution is still there
+    res = _apply(env, resume=True)[0]  # ... and it can be finished
+    assert "line three (upstream)" in (res.tree / "src/a.py").read_text()
+
+
+def test_an_untouched_stopped_attempt_is_replaced_and_force_discards_a_touched_one(env):
+    failed = _stack_that_conflicts(env, keep_old_tree=False)
+    with pytest.raises(ConflictError):  # nobody worked there: apply stops again, as before
+        _apply(env)
+    assert "<<<<<<<" in (failed / "src/a.py").read_text()
+    (failed / "src/a.py").write_text("half done\n")
+    with pytest.raises(ConflictError):  # --force: the person said to discard it
+        _apply(env, force=True)
+    assert "<<<<<<<" in (failed / "src/a.py").read_text()
