@@ -44,6 +44,10 @@ class ArchiveSource(_Table):
     reroot: dict[str, str] = {}
     exclude: list[str] = []
     include: list[str] = []  # only the members matching these (e.g. a folder a wheel vendors)
+    what: str | None = None  # what the tree is, for reports (a vendored copy's name, e.g.)
+    # content id: the git tree id of the imported tree, checked at every import (tells apart two
+    # archives that carry different trees under one version label)
+    tree: str | None = Field(None, pattern=r"^[0-9a-f]{40}$")
 
 
 class PathSource(_Table):
@@ -67,7 +71,6 @@ class ReleaseTable(_Table):
 class BumpTarget(ArchiveSource):
     """[[stacks.<name>.targets]]: a tree `bump` may go onto that is no source of the pin (bump/targets.py)."""
     ref: str = Field(min_length=1)  # what `dsv4-patch bump <name> REF` names
-    what: str | None = None  # what the tree is, for reports
     version_file: str | None = None  # its `__version__` must equal `ref`
     partial: list[str] | None = None  # the only repository paths the tree carries
 
@@ -180,6 +183,8 @@ def explain(err: dict, data: dict) -> tuple[tuple, str, str | None]:
         return loc, f"{where}: {key!r} must not be empty", None
     if kind == "string_pattern_mismatch" and key == "sha256":
         return loc, f"{where}: sha256 {_short(value)} is not 64 lower-case hex digits", None
+    if kind == "string_pattern_mismatch" and key == "tree":
+        return loc, f"{where}: tree {_short(value)} is not a git tree id (40 lower-case hex digits)", None
     expected = {"string_type": "a string", "int_type": "an integer", "bool_type": "a boolean",
                 "list_type": "an array", "dict_type": "a table", "model_type": "a table",
                 "model_attributes_type": "a table"}.get(kind)

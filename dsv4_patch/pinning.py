@@ -33,6 +33,8 @@ def release_pin(stack: StackConfig, spec: SourceSpec, version: str, cache: Cache
     src = {"version": version, "sha256": re.search(r"^sha256: (\w+)", msg, re.M).group(1)}
     if spec.get("filename"):
         src["filename"] = archive.archive_filename(spec, version)
+    if spec.get("tree"):  # a content id moves with the archive it names
+        src["tree"] = archive.tree_id(base)
     return base, src, {"tag": f"v{version}", "commit": recorded.group(1) if recorded else f"v{version}"}
 
 

@@ -155,8 +155,9 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:24]
     repo_path = cache.dir("imports") / f"{key}.git"
     desc = f"{spec.kind}:{package}=={version}"
+    want_tree = spec.get("tree") if pinned else None
     if done := _imported(repo_path, desc):
-        return done
+        return _check_tree(done, want_tree, filename)
     if offline:
         raise SourceError(f"{filename} has not been imported yet", hint="run `dsv4-patch apply` online once")
     # The download is atomic on its own (written aside, renamed): it stays outside the lock, so a
@@ -168,7 +169,7 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
     # keeps the lock inside the imports folder, with no lock file left beside the imports.
     with folder_lock(repo_path.parent, lambda: cache.root / "locks" / "imports.lock"):
         if done := _imported(repo_path, desc):
-            return done
+            return _check_tree(done, want_tree, filename)
         if _ref_written(repo_path):  # a finished import git failed to read just now: keep it for its readers
             raise SourceError(
                 f"{repo_path}: git could not read this finished import",
@@ -201,12 +202,27 @@ def materialize(stack: StackConfig, spec: SourceSpec, cache: Cache, progress: Pr
                 recorded = f"recorded-commit: {got}\n" if got else ""
                 sha = imp.commit("refs/dsv4/import", f"Import {filename}\n\nsha256: {sha256}\nsource: {desc}\n{recorded}",
                                  IMPORT_AUTHOR)
+            _check_tree(BaseTree(staging, sha, desc), want_tree, filename)  # a wrong tree is never cached
             if repo_path.exists():  # an import that never got its ref: no reader can be using it
                 shutil.rmtree(repo_path)
             os.replace(staging, repo_path)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return BaseTree(repo_path, sha, desc, note=note)
+
+
+def tree_id(base: BaseTree) -> str:
+    """The git tree id of an imported tree: its content id (same files, same id)."""
+    return Git(base.git_dir).out("rev-parse", f"{base.commit}^{{tree}}").strip()
+
+
+def _check_tree(base: BaseTree, want: str | None, filename: str) -> BaseTree:
+    """A source's `tree` (content id) must be the imported tree's: two archives may carry different
+    trees under one version label (vLLM 0.33.0 and 0.34.0 both vendor a DeepGEMM "2.8.1")."""
+    if want and (got := tree_id(base)) != want:
+        raise SourceError(f"{filename}: the imported tree is {got}, the pin's content id (tree) is {want}",
+                          hint="refusing a tree that is not the pinned one; check the archive or the pin's 'tree'")
+    return base
 
 
 def _ref_written(repo_path: Path) -> bool:

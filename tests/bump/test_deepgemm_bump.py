@@ -1,19 +1,21 @@
-"""`bump deepgemm 2.8.1` for real, from PyPI (the DeepGEMM vendored in the vLLM 0.33.0 wheel), and the
-docs/bumps page agreeing with what it reports.
+"""The DeepGEMM stack on the trees users run, for real, from PyPI, and the docs agreeing with it.
 
-Three bumps onto the same real 2.8.1 tree:
-- the stack as it is (no patches since the NVFP4 building blocks were dropped): the tree is imported and
-  recorded, the report says there is nothing to carry, nothing is written;
-- the stack as it was at HISTORICAL (the last commit carrying the two patches), rebuilt from git history
-  into a scratch project with the tests it carried: its verdicts must equal the page's table, the record of
-  why the patches were not worth carrying to 2.8.1 either. Skips, with the reason, in a clone without that
-  history (a shallow checkout);
-- synthetic patches against the real tree: one wholly outside the partial tree (`outside`), one whose
-  intent test already passes on 2.8.1 (`fixed-upstream`), one whose intent test fails there (`needed`).
+The pin is vLLM's vendored DeepGEMM build labelled 2.8.1, from the vLLM 0.34.0 wheel; the vLLM 0.33.0
+wheel vendors another tree under the same label (the `vllm-0.33.0` bump target). Both are checked by
+their content id (`tree`) at import. No GitHub anywhere:
+- the pin itself: `apply deepgemm` builds it from the wheel (the git source is never tried), and it
+  carries both NVFP4 MegaMoE kernels;
+- the stack as it is (no patches) bumped onto the 0.33.0 tree: imported and recorded, nothing to carry,
+  nothing written;
+- the stack as it was at HISTORICAL (the last commit carrying the two NVFP4 patches, pinned to the
+  retired 54e2261), rebuilt from git history into a scratch project with its own stacks.toml and the
+  tests it carried, bumped onto its `2.8.1` target (the 0.33.0 tree): its verdicts must equal the
+  docs/bumps page's table. Skips, with the reason, in a clone without that history (a shallow checkout);
+  54e2261 itself is used where DSV4_DEEPGEMM_GIT_MIRROR reaches it, and the bump carries on without it;
+- synthetic patches against the 0.33.0 tree: one wholly outside the partial tree (`outside`), one whose
+  intent test already passes there (`fixed-upstream`), one whose intent test fails there (`needed`).
 
-Runs without GitHub: the wheel comes from the package index (sha256 pinned in patches/stacks.toml) or the
-archive cache; the 54e2261 pin is used where it can be fetched (DSV4_DEEPGEMM_GIT_MIRROR) and the bump
-carries on without it otherwise. Skips, with the reason, only when the wheel cannot be had."""
+Skips, with the reason, only when a wheel cannot be had (no index and no archive cache)."""
 
 from __future__ import annotations
 
@@ -53,11 +55,56 @@ def _doc_rows() -> dict[str, tuple[str, list[str], str]]:
 TOOL_SKIPS = ("nvcc not found", "cuobjdump not found", "nvdisasm not found", "CUTLASS headers unavailable")
 
 
-def _bump(project_root: Path, out: Path):
+TARGET = "vllm-0.33.0"  # the current stack's bump target: vLLM 0.33.0's vendored tree
+HISTORICAL_TARGET = "2.8.1"  # the same tree, as HISTORICAL's stacks.toml named it
+
+
+def _bump(project_root: Path, out: Path, ref: str = TARGET):
     try:
-        return bump(load_project(project_root), "deepgemm", "2.8.1", opts=BumpOptions(regress=False, out=out))
+        return bump(load_project(project_root), "deepgemm", ref, opts=BumpOptions(regress=False, out=out))
     except SourceError as e:
-        pytest.skip(f"DeepGEMM 2.8.1 (vLLM 0.33.0 wheel) unreachable here: {e.one_line()}")
+        pytest.skip(f"DeepGEMM as vendored in the vLLM 0.33.0 wheel unreachable here: {e.one_line()}")
+
+
+# ------------------------------------------------------------------ the pin: vLLM 0.34.0's vendored tree
+@pytest.fixture(scope="module")
+def pinned(tmp_path_factory):
+    from dsv4_patch.api import apply
+
+    cfg = load_project(ROOT).stack("deepgemm")
+    out = tmp_path_factory.mktemp("dgpin")
+    try:
+        res = apply(load_project(ROOT), ["deepgemm"], out=out, source="wheel")
+    except SourceError as e:
+        pytest.skip(f"the vLLM 0.34.0 wheel is unreachable here: {e.one_line()}")
+    return cfg, res, out / "deepgemm"
+
+
+def test_apply_builds_the_pin_from_the_wheel_without_github(pinned):
+    cfg, res, tree = pinned
+    wheel = next(s for s in cfg.sources if s.kind == "wheel")
+    base = Git(tree).out("rev-parse", "HEAD^{tree}").strip()  # 0 patches: the tree is the import's
+    assert base == wheel.get("tree")
+    assert "__version__ = '2.8.1'" in (tree / "deep_gemm/__init__.py").read_text()
+    assert not (tree / "csrc").exists() and not list(tree.rglob("*.so"))
+
+
+def test_the_pin_carries_both_nvfp4_mega_moe_kernels_on_block16(pinned):
+    _, _, tree = pinned
+    impls = tree / "deep_gemm/include/deep_gemm/impls"
+    assert (impls / "sm100_fp4_fp4_mega_moe.cuh").is_file() and (impls / "sm100_nvfp4_mega_moe.cuh").is_file()
+    assert "kind::mxf4nvf4.block_scale.block16" in (tree / "deep_gemm/include/deep_gemm/ptx/nvfp4.cuh").read_text()
+    mega = (tree / "deep_gemm/mega/__init__.py").read_text()
+    assert "def fp4_fp4_mega_moe" in mega
+    assert "def nvfp4_mega_moe" in (tree / "deep_gemm/mega/nvfp4.py").read_text()
+
+
+def test_docs_name_the_pin_and_the_retired_54e2261(pinned):
+    cfg, _, _ = pinned
+    wheel = next(s for s in cfg.sources if s.kind == "wheel")
+    page = (ROOT / "docs/patches/deepgemm-nvfp4.md").read_text()
+    for needle in (wheel.get("sha256"), wheel.get("filename"), wheel.get("tree"), cfg.commit, "54e2261"):
+        assert needle in page, needle
 
 
 # ------------------------------------------------------------------ the stack as it is: no patches
@@ -85,8 +132,9 @@ def test_the_imported_tree_is_deepgemm_2_8_1_with_nvfp4(report):
 
 def test_docs_record_the_tree(report):
     text = DOC.read_text()
-    cfg = load_project(ROOT).stack("deepgemm").raw["targets"][0]
-    assert cfg["sha256"] in text and cfg["filename"] in text
+    cfg = next(t for t in load_project(ROOT).stack("deepgemm").raw["targets"] if t["ref"] == TARGET)
+    assert cfg["sha256"] in text and cfg["filename"] in text and cfg["tree"] in text
+    assert Git(Path(report.tree)).out("rev-parse", "HEAD^{tree}").strip() == cfg["tree"]
     assert report.new["commit"] in text  # the import commit is deterministic: same wheel, same commit
     assert HISTORICAL[:7] in text
 
@@ -103,7 +151,7 @@ def historical(tmp_path_factory):
         pytest.skip(f"commit {HISTORICAL[:12]} (the stack with its two patches) is not in this clone's history")
     proj = tmp_path_factory.mktemp("dg-historical")
     tarfile.open(fileobj=io.BytesIO(git.raw("archive", HISTORICAL, *HISTORICAL_PATHS))).extractall(proj)
-    return _bump(proj, proj / "build")
+    return _bump(proj, proj / "build", HISTORICAL_TARGET)
 
 
 def test_historical_stack_report_and_docs_agree(historical):
