@@ -59,6 +59,7 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
             from . import resolve  # (and bump, whose resolutions it reuses): only off the plain path
 
             results.append(resolve.continue_apply(s, where, root=project.root, progress=progress, force=force).apply)
+            compile_problems(s, results[-1])
             continue
         try:
             results.append(build_tree(s, where, threeway=threeway, source_kind=source, force=force, progress=progress))
@@ -70,12 +71,12 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
 
             reused = resolve.reuse_after_conflict(s, where, Path(failed), root=project.root, progress=progress,
                                                  force=force)
-            if reused is not None:
-                results.append(reused.apply)
-                continue
-            resolve.prepare_failed_tree(s, where, Path(failed))
-            e.hint = resolve.next_step_hint(s.label, failed)
-            raise
+            if reused is None:
+                resolve.prepare_failed_tree(s, where, Path(failed))
+                e.hint = resolve.next_step_hint(s.label, failed)
+                raise
+            results.append(reused.apply)
+        compile_problems(s, results[-1])
     return results
 
 
@@ -222,14 +223,46 @@ def export_upstream(project: Project, stack: str, *, releases: list[str] | None 
 
 
 def check(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None) -> list[Finding]:
+    """Lint findings of each release; the `.py` files a series touches are compiled as the series
+    leaves them, read from the built tree's objects (build/<label>) or computed from a cached pin
+    (never fetched: `check` needs no network)."""
     from .lint import lint_stack
+    from .sources import Cache
 
     findings = []
     for s in project.targets(stacks, releases):
-        for f in lint_stack(project, s):
+        def sources(s=s):
+            base = _cached_base(s, Cache.default())
+            return [out_dir(project, None) / s.label / ".git"], (base.git_dir, base.commit) if base else None
+
+        for f in lint_stack(project, s, sources=sources):
             f.stack, f.release = s.name, s.release or ""
             findings.append(f)
     return findings
+
+
+def compile_problems(cfg: StackConfig, result: ApplyResult) -> None:
+    """Raise (exit 1) when a `.py` file the series touches does not compile in the tree apply just
+    built or kept; the tree stays, for the fix. One line per file (the first in the message)."""
+    from .compilecheck import check_work_tree, python_version
+    from .stack import load_stack
+
+    problems = check_work_tree(result.tree, load_stack(cfg).patches)
+    if not problems:
+        return
+    tree = _shown(result.tree)
+    lines = [pr.one_line(tree) for pr in problems]
+    raise Dsv4Error(lines[0], hint=f"Python {python_version()} cannot compile it; the tree is built: fix the file in "
+                    f"{tree}, commit, then `dsv4-patch export {cfg.label}`",
+                    details="\n".join(lines[1:]) or None)
+
+
+def _shown(p: Path) -> str:
+    """`p` relative to the current folder when it is below it, else absolute."""
+    try:
+        return str(Path(p).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(p)
 
 
 # ---------------------------------------------------------------- status
@@ -242,6 +275,7 @@ class StackStatus:
     sources: list[str]
     patches: list[dict]
     applies: dict | None = None  # --check: {"ok": bool, "failure": {...}}
+    compiles: dict | None = None  # --check: {"ok": bool, "problems": [one line per .py file that does not compile]}
     semantic: list[dict] | None = None  # --check: each patch's intent tests on the pristine pin
     warnings: list[str] = field(default_factory=list)
     info: dict = field(default_factory=dict)
@@ -306,6 +340,7 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
                     if base is None or not applies_on(cfg, base.tree):
                         build_tree(cfg, Path(td), cache=cache, progress=progress)
                     row.applies = {"ok": True}
+                    _compiles(project, cfg, loaded.patches, Path(td), base, row)
                     if base is not None:
                         _semantic_at_pin(project, cfg, loaded.patches, base.tree, row, progress)
                 except ConflictError as e:
@@ -317,6 +352,19 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
         rows.append(row)
     _cross_stack(project, rows, cache, fetch=check_apply)
     return rows
+
+
+def _compiles(project: Project, cfg: StackConfig, patches, td: Path, base, row: StackStatus) -> None:
+    """status --check: the touched `.py` files as the series leaves them must compile (read from
+    the objects the check just made; named where `apply` puts the tree)."""
+    from .compilecheck import check_objects, python_version
+
+    repos = [td / cfg.label / ".git"] + ([base.tree / ".git"] if base is not None else [])
+    pin = (repos[0], "refs/dsv4/base") if repos[0].exists() else (repos[-1], "HEAD")
+    problems, _ = check_objects(patches, repos, pin)
+    tree = _rel(project, out_dir(project, None) / cfg.label)
+    row.compiles = {"ok": not problems, "python": python_version(),
+                    "problems": [pr.one_line(tree) for pr in problems]}
 
 
 def _semantic_at_pin(project: Project, cfg: StackConfig, patches, pristine: Path, row: StackStatus,

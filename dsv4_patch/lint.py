@@ -195,7 +195,33 @@ def _synced_findings(project: Project, stack: StackConfig, patches: list[PatchFi
     return out
 
 
-def lint_stack(project: Project, stack: StackConfig) -> list[Finding]:
+def compile_findings(project: Project, stack: StackConfig, patches: list[PatchFile], sources) -> list[Finding]:
+    """Each `.py` file the series touches must compile as the series leaves it (compilecheck.py).
+
+    `sources()` gives (repositories that may hold the post-image blobs, (repo, commit) of the pin
+    or None): read only when the series touches a `.py` file. A file found in neither is not
+    compiled; one note per release says so (a `note` finding is no failure)."""
+    from .compilecheck import check_objects, known_good, python_version, touched_python
+
+    if all(known_good(t.new_id) for t in touched_python(patches)):
+        return []  # nothing touched, or every file as the series leaves it compiled before
+    repos, base = sources()
+    problems, unread = check_objects(patches, repos, base)
+    tree = f"build/{stack.label}"
+    out = [Finding(f"{tree}/{pr.path}", pr.line,
+                   f"{pr.kind}: {pr.message} (patch {pr.patch}; Python {python_version()} cannot compile it: "
+                   f"fix it in {tree}, commit, `dsv4-patch export {stack.label}`)")
+           for pr in problems]
+    if unread:
+        out.append(Finding(_rel(project, stack.series_path), 0,
+                           f"{len(unread)} Python file{'s' if len(unread) > 1 else ''} the series touches not compiled "
+                           f"(no local copy of the pin; `dsv4-patch apply {stack.label}` once makes one)", "note"))
+    return out
+
+
+def lint_stack(project: Project, stack: StackConfig, sources=None) -> list[Finding]:
+    """The stack's findings; with `sources` (see compile_findings) the touched `.py` files are
+    also compiled."""
     findings: list[Finding] = []
     series_rel = _rel(project, stack.series_path)
     try:
@@ -210,20 +236,24 @@ def lint_stack(project: Project, stack: StackConfig) -> list[Finding]:
     on_disk = {p.name for p in stack.patch_dir.glob("*.patch")}
     for name in sorted(on_disk - set(seen)):
         findings.append(Finding(_rel(project, stack.patch_dir / name), 0, "orphan patch: not listed in series (add it or delete it)"))
-    patches = []
+    patches, complete = [], True
     for e in entries:
         if e.name in {p.name for p in patches}:
             continue
         path = stack.patch_dir / e.name
         if not path.exists():
             findings.append(Finding(series_rel, e.line, f"{e.name} is listed but missing (restore it or drop the line)"))
+            complete = False
             continue
         try:
             patch = load_patch(path)
         except PatchFormatError as err:
             findings.append(Finding(_rel(project, path), 0, err.one_line()))
+            complete = False
             continue
         patches.append(patch)
         findings += lint_patch(project, stack, patch)
     findings += _synced_findings(project, stack, patches)
+    if sources is not None and complete:  # a series with a gap is not the tree apply would build
+        findings += compile_findings(project, stack, patches, sources)
     return findings

@@ -190,7 +190,10 @@ def status(
       dsv4-patch status vllm@v0.33.0        # one release of a stack carried on several
       dsv4-patch status --matrix            # which verification levels each patch reached
 
-    Exit codes: 0 ok, 1 error, 2 usage, 3 a stack does not apply at its pin (--check).
+    With --check, each .py file the series touches must also compile (Python the tool runs on).
+
+    Exit codes: 0 ok, 1 error (with --check: a touched .py file does not compile), 2 usage,
+    3 a stack does not apply at its pin (--check).
     """
     try:
         proj = _project(project)
@@ -205,8 +208,7 @@ def status(
         _fail(e, as_json)
     _VIEW.stop()
     if _emit([r.to_dict() for r in rows], as_json):
-        raise typer.Exit(EXIT_CONFLICT if any(r.applies and not r.applies["ok"] for r in rows) else 0)
-    bad = False
+        raise typer.Exit(_status_rc(rows))
     for r in rows:
         out.print(f"[bold]{escape(r.label)}[/bold]  {escape(r.upstream)}  pin {escape(r.tag or '')} {r.commit}"
                   + ("" if r.primary else f"  (further release; patches in {escape(r.patch_dir)})"), highlight=False)
@@ -227,15 +229,23 @@ def status(
         if r.applies is not None:
             if r.applies["ok"]:
                 out.print("  [green]applies cleanly at the pin[/green]")
+                for line in (r.compiles or {}).get("problems", []):
+                    out.print(f"  [red]does not compile:[/red] {escape(line)}", highlight=False)
                 for sem in r.semantic or []:
                     out.print(f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})",
                               highlight=False, markup=False)
             else:
-                bad = True
                 f = r.applies["failure"]
                 out.print(f"  [red]does not apply:[/red] {escape(f['message'] if isinstance(f, dict) else f)}",
                           highlight=False)
-    raise typer.Exit(EXIT_CONFLICT if bad else 0)
+    raise typer.Exit(_status_rc(rows))
+
+
+def _status_rc(rows) -> int:
+    """3 when a stack does not apply, else 1 when a touched Python file does not compile, else 0."""
+    if any(r.applies and not r.applies["ok"] for r in rows):
+        return EXIT_CONFLICT
+    return EXIT_ERROR if any(r.compiles and not r.compiles["ok"] for r in rows) else 0
 
 
 @app.command()
@@ -284,8 +294,13 @@ def apply(
       dsv4-patch apply vllm --continue      # commits it, applies the rest, moves it to build/vllm
       dsv4-patch export vllm                # the patch file now carries the resolution
 
-    Exit codes: 0 ok (an unreachable upstream is a warning unless --strict), 1 error, 2 usage,
-    3 conflict (a patch does not apply, or is already upstream).
+    Every .py file the series touches must compile in the built tree (with the Python the tool
+    runs on; one whose upstream version does not compile either is skipped); otherwise the tree is
+    built and the error names file:line and the patch: fix it there, commit, export.
+
+    Exit codes: 0 ok (an unreachable upstream is a warning unless --strict), 1 error (also: a
+    touched .py file does not compile), 2 usage, 3 conflict (a patch does not apply, or is already
+    upstream).
     """
     try:
         proj = _project(project)
@@ -453,7 +468,9 @@ def check(
 ):
     """Lint the stacks: series vs folder, patch format and metadata (Signed-off-by included), test
     ids, whitespace, path safety; every release of each stack. stacks.toml is checked against its
-    schema first (an error there is one line naming file:line and the key).
+    schema first (an error there is one line naming file:line and the key). Each .py file a series
+    touches must compile as the series leaves it: read from the built tree (build/<stack>) or
+    computed from a cached pin; never fetched (without either, a `note:` line says so).
 
     Needs no upstream tree. Each finding is one line `file:line: error: message`.
 
@@ -469,12 +486,13 @@ def check(
         findings = api.check(_project(project), stacks, releases=release)
     except Dsv4Error as e:
         _fail(e, as_json)
+    errors = [f for f in findings if f.severity == "error"]
     if not _emit([f.to_dict() for f in findings], as_json):
         for f in findings:
             err.print(str(f), highlight=False, markup=False)
-        if not findings:
+        if not errors:
             out.print("check: all stacks clean")
-    raise typer.Exit(EXIT_ERROR if findings else 0)
+    raise typer.Exit(EXIT_ERROR if errors else 0)
 
 
 OUTCOME_COLORS = {"passed": "green", "failed": "red", "missing": "red", "not-verified": "yellow",
