@@ -48,10 +48,17 @@ Examples:
 Resolving a conflict (remembered for the next attempt):
 
 \b
-  dsv4-patch bump vllm 0.33.0                  # exit 3; trees in build/vllm.bump-conflicts/NN-*
-  cd build/vllm.bump-conflicts/01-<patch>      # fix the conflict markers (plain git am state)
+  dsv4-patch bump vllm 0.33.0                  # exit 3; trees in build/vllm.bump-conflicts/<patch>
+  cd build/vllm.bump-conflicts/<patch>         # fix the conflict markers (plain git am state)
   dsv4-patch bump vllm 0.33.0 --record-resolution
       # stores patches/vllm/resolutions/<patch>/<key>.patch and bumps again, reusing it
+
+A conflict tree you worked in survives the next round: reused where its patch blocks on the same
+pre-image again, else left in place and named in the report (--force discards it). A tree made
+after an earlier patch blocked lacks that patch's changes: the report says which.
+
+When the stack carries another release whose series fits REF better (or REF is a carried
+release), the report's Advice says so with the command to run (`dsv4-patch release add|move`).
 
 Exit codes: 0 ok, 1 error (or regression failed), 2 usage, 3 conflicts remain / upstreamed or
 fixed-upstream patches not dropped / a partial tree (compared, nothing written) / a walk found a
@@ -84,6 +91,7 @@ def bump(
     drop_upstreamed: bool = typer.Option(False, "--drop-upstreamed", help="Drop patches found already upstream (upstreamed or fixed-upstream)."),
     into: Optional[Path] = typer.Option(None, "--into", help="Write refreshed patches here; leave patches/ and the pin alone."),
     record_resolution: bool = typer.Option(False, "--record-resolution", help="Store the resolutions made in the conflict trees, then bump again."),
+    force: bool = typer.Option(False, "--force", help="Discard conflict trees of earlier rounds that hold work not recorded."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the markdown report here (JSON beside it)."),
     annotate: bool = typer.Option(False, "--annotate", help="Print GitHub problem-matcher lines (::error file=…,line=…)."),
     source: Optional[str] = typer.Option(None, "--source", help="Use only this source kind."),
@@ -120,7 +128,8 @@ def bump(
             print(f"{r['patch']}: " + (f"recorded {r['recorded']}" if r["recorded"] else f"not recorded: {r['why']}"),
                   file=sys.stderr)
         opts = BumpOptions(stop_on_conflict=stop_on_conflict, regress=not no_regress, into=into,
-                           drop_upstreamed=drop_upstreamed, source=source, out=out_dir, semantic=not no_semantic)
+                           drop_upstreamed=drop_upstreamed, source=source, out=out_dir, semantic=not no_semantic,
+                           force=force)
         rep = run_bump(proj, stack, ref, latest=latest, opts=opts, progress=say)
         md, js = write_bump(rep, (out_dir or proj.root / "build") / f"{stack}.bump-report.md")
         if report:

@@ -2,8 +2,9 @@
 
     OUT/<stack>.bump                 the rebased tree (refs/dsv4/base = REF, one commit per patch
                                      that applied); `dsv4-patch export` conventions hold there
-    OUT/<stack>.bump-conflicts/NN-x  one tree per blocking patch, left mid-`git am --3way` with
-                                     conflict markers: resolve there, then --record-resolution
+    OUT/<stack>.bump-conflicts/<p>   one tree per blocking patch <p>, left mid-`git am --3way`
+                                     with conflict markers: resolve there, then --record-resolution;
+                                     a tree holding work survives the next round (conflicts.py)
     OUT/<stack>.bump-upstream        the pristine REF, where each patch's intent tests ran (semantic.py)
     OUT/<stack>.bump-report.{md,json}
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,12 +42,12 @@ from ..sources import Cache, Progress, materialize
 from ..sources.base import say
 from ..stack import load_stack
 from ..tree import BASE_REF, build_tree, with_trailer
-from . import resolutions, targets
+from . import conflicts, resolutions, targets
 from .classify import Index, Outcome, classify, inside_part, touched
 from .semantic import Semantic, check as semantic_check, pristine_checkout, release_port
 from .repo import add_alternates, scratch
 
-CONFLICT_META = Path("dsv4") / "conflict.json"
+CONFLICT_META = conflicts.META
 
 
 @dataclass
@@ -60,6 +60,8 @@ class BumpOptions:
     out: Path | None = None
     semantic: bool = True  # run each patch's intent tests on the pristine REF
     conflict_trees: bool = True  # leave a tree per blocking patch to resolve (pin's check needs none)
+    force: bool = False  # delete conflict trees that hold unrecorded work (conflicts.py)
+    force: bool = False  # delete conflict trees that hold unrecorded work (conflicts.py)
 
 
 @dataclass
@@ -76,6 +78,10 @@ class BumpReport:
     range_diff: str = ""
     regress: dict | None = None
     conflict_trees: dict[str, str] = field(default_factory=dict)
+    trees: dict = field(default_factory=dict)  # conflicts.Trees.to_dict(): kept work, blocked-before, left
+    hints: list[str] = field(default_factory=list)  # one-line advice: a carried release's port, stale messages
+    trees: dict = field(default_factory=dict)  # conflicts.Trees.to_dict(): kept work, blocked-before, left
+    hints: list[str] = field(default_factory=list)  # one-line advice: a carried release's port, stale messages
     semantic: list[Semantic] | None = None  # None: not run (--no-semantic)
     seconds: float = 0.0
 
@@ -171,23 +177,25 @@ def _rebase(g: Git, cfg: StackConfig, patches: list[PatchFile], opts: BumpOption
     return outcomes, blocked
 
 
-def _conflict_trees(out: Path, cfg: StackConfig, tree: Path, blocked, label: str) -> dict[str, str]:
-    """One tree per blocking patch, left mid-`git am --3way` for a person to resolve."""
-    root = out / f"{cfg.name}.bump-conflicts"
-    shutil.rmtree(root, ignore_errors=True)
-    made = {}
-    names = [p.name for p, _, _ in blocked]
-    for n, (p, pre, k) in enumerate(blocked, 1):
-        d = root / f"{n:02d}-{p.name.removesuffix('.patch')}"
-        g = scratch(d, [tree / ".git"], bare=False)
+def _conflict_trees(out: Path, cfg: StackConfig, tree: Path, blocked, label: str, force: bool = False,
+                    borrow: list[Path] = ()) -> conflicts.Trees:
+    """One tree per blocking patch, left mid-`git am --3way` for a person to resolve, named by the
+    patch; a tree from an earlier round that holds work is kept (conflicts.py). A tree borrows the
+    cached upstream objects (`borrow`) and holds a copy of the few it needs from the bump's own
+    trees, which the next round replaces."""
+    old_tree = out / f"{cfg.name}.bump-old"
+
+    def make(d: Path, n: int) -> None:
+        p, pre, _ = blocked[n]
+        g = scratch(d, list(borrow), bare=False)
+        Git(tree).run("push", "--quiet", "--no-verify", str(d), f"{pre}:refs/dsv4/pre")
+        if (old_tree / ".git").is_dir():  # the old stack's blobs: the 3-way merge's common ancestor
+            Git(old_tree).run("push", "--quiet", "--no-verify", str(d), "HEAD:refs/dsv4/old-stack", check=False)
         g.run("checkout", "--quiet", "--detach", pre)
         g.run("am", "--keep-cr", "-k", "--no-signoff", "--quiet", "--3way", check=False, stdin=with_trailer(p))
-        meta = d / ".git" / CONFLICT_META
-        meta.parent.mkdir(parents=True, exist_ok=True)
-        meta.write_text(json.dumps({"stack": cfg.name, "patch": p.name, "pre": pre, "key": k, "target": label,
-                                    "skipped_before": names[:n - 1]}, indent=1))
-        made[p.name] = str(d)
-    return made
+
+    return conflicts.plan_and_make(conflicts.root_for(out, cfg.label), [(p.name, pre, k) for p, pre, k in blocked],
+                                   make, force=force, target=label, stack=cfg.label)
 
 
 def _old_stack(cfg: StackConfig, out: Path, old_base, cache: Cache, progress: Progress) -> Path | None:
@@ -323,7 +331,10 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         rep.new["what"] = target.what
     if target.partial is not None:
         rep.new["partial"] = target.partial
-    rep.conflict_trees = _conflict_trees(out, cfg, tree, blocked, target.label) if opts.conflict_trees else {}
+    if opts.conflict_trees:
+        made = _conflict_trees(out, cfg, tree, blocked, target.label, force=opts.force,
+                               borrow=[Path(target.base.git_dir)] + ([Path(old.git_dir)] if old else []))
+        rep.conflict_trees, rep.trees = made.made, made.to_dict()
     rep.range_diff = _range_diff(tree, old, old_tree) if old else "(no range-diff: the pin is unreachable here)"
     refreshed = render_patches(tree)
     rep.refreshed = [n for n, _ in refreshed]
@@ -356,7 +367,7 @@ def record_resolutions(project: Project, stack: str, *, out: Path | None = None)
     A tree counts as resolved when no conflict marker is left in the files the patch touches;
     its changes are staged and `git am --continue` makes the commit (or the person already did)."""
     cfg = project.stack(stack)
-    root = _out(project, out) / f"{stack}.bump-conflicts"
+    root = conflicts.root_for(_out(project, out), cfg.label)
     if not root.is_dir():
         raise UsageError(f"{root}: no conflict trees", hint=f"run `dsv4-patch bump {stack} REF` first")
     loaded = {p.name: p for p in load_stack(cfg).patches}
@@ -388,6 +399,7 @@ def record_resolutions(project: Project, stack: str, *, out: Path | None = None)
             continue
         data, _ = strip_trailer(g.format_patch(f"{meta['pre']}..HEAD"))
         stored = resolutions.store(cfg, patch.name, meta["key"], data)
+        conflicts.mark_recorded(d, str(stored.relative_to(project.root)))
         results.append({"patch": patch.name, "tree": str(d), "recorded": str(stored.relative_to(project.root)),
                         "why": ""})
     return results

@@ -60,10 +60,18 @@ def bump_markdown(rep: BumpReport) -> str:
             if rep.conflict_trees.get(o.patch):
                 lines.append(f"Resolve in `{rep.conflict_trees[o.patch]}` (left mid-`git am --3way`), then "
                              f"`dsv4-patch bump {rep.stack} {rep.new['label']} --record-resolution`.")
+            lines += _tree_notes(rep, o.patch)
             for h in o.hunks:
                 lines += ["", f"- `{h.file}` `{h.header}` (patch line {h.line}); upstream lines it expected:", "",
                           "```", *h.expected[:DETAIL_LINES], *(["…"] if len(h.expected) > DETAIL_LINES else []), "```"]
             lines.append("")
+    left = (rep.trees or {}).get("left") or []
+    if left:
+        lines += ["", "## Conflict trees left in place (they hold work not recorded)", ""]
+        lines += [f"- `{x['tree']}` ({x['patch']}): {x['why']}" + (f"; work: {', '.join(x['work'])}" if x["work"] else "")
+                  + " — record it (`--record-resolution`) or pass `--force` to discard it" for x in left]
+    if rep.hints:
+        lines += ["", "## Advice", ""] + [f"- {h}" for h in rep.hints]
     up = [o for o in rep.outcomes if o.status == "upstreamed" or (rep.verdict(o.patch) and rep.verdict(o.patch).fixed)]
     if up:
         lines += ["", "## Proposed for removal (already upstream)", ""]
@@ -88,6 +96,18 @@ def bump_markdown(rep: BumpReport) -> str:
             tests = ", ".join(f"{k.rsplit('::', 1)[-1]}={v}" for k, v in p["tests"].items())
             lines.append(f"| `{p['patch']}` | {p['outcome']} | {tests} |")
     return "\n".join(lines) + "\n"
+
+
+def _tree_notes(rep: BumpReport, patch: str) -> list[str]:
+    trees = rep.trees or {}
+    out = []
+    if trees.get("kept", {}).get(patch):
+        out.append("Kept from the last round with your work in it: " + ", ".join(trees["kept"][patch]) + ".")
+    before = trees.get("skipped_before", {}).get(patch)
+    if before:
+        out.append("This tree lacks the earlier blocked patch(es) " + ", ".join(f"`{b}`" for b in before)
+                   + ": their changes are not in it.")
+    return out
 
 
 def walk_markdown(rep: WalkReport) -> str:

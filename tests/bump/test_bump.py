@@ -38,7 +38,7 @@ def test_every_verdict_and_carry_on_past_the_conflict(benv):
     assert benv.patch_bytes() == before
     assert (benv.root / "patches/stacks.toml").read_text() == toml
     assert set(rep.conflict_trees) == {"p4-conflict.patch", "p6-obsolete.patch"}
-    assert "<<<<<<<" in (benv.out / "demo.bump-conflicts/01-p4-conflict/src/a.py").read_text()
+    assert "<<<<<<<" in (benv.out / "demo.bump-conflicts/p4-conflict/src/a.py").read_text()
     # the rebased tree holds the patches that found a place, one commit each, on the new base
     g = Git(benv.out / "demo.bump")
     assert g.rev("refs/dsv4/base") == new

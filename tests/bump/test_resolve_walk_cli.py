@@ -19,7 +19,7 @@ def test_resolution_is_recorded_reused_and_keyed_to_the_pre_image(benv):
     new = benv.upstream_next(upstreamed=False, obsolete=False)
     rep = run(benv, new)
     assert rep.outcomes[1].status == "conflict"
-    tree = benv.out / "demo.bump-conflicts/01-p4-conflict"
+    tree = benv.out / "demo.bump-conflicts/p4-conflict"
     # nothing recorded while markers remain
     [r] = record_resolutions(load_project(benv.root), "demo", out=benv.out)
     assert r["recorded"] is None and "markers" in r["why"]
