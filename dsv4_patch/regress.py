@@ -52,6 +52,10 @@ class PatchResult:
                 "tests": self.tests, "reasons": self.reasons}
 
 
+# Per-patch outcomes that are no evidence: the patch is not verified (bump and CI say `unverified`)
+UNVERIFIED_OUTCOMES = ("not-verified", "no-tests")
+
+
 @dataclass
 class RegressReport:
     results: list[PatchResult]
@@ -64,11 +68,27 @@ class RegressReport:
     @property
     def ok(self) -> bool:
         """Nothing failed. A patch whose tests all skipped is not verified, which is not a failure
-        (GPU tests skip on a CPU machine); it is reported per patch with the skip reason."""
+        (GPU tests skip on a CPU machine); it is reported per patch with the skip reason. The plain
+        `regress` command gates on this; whoever calls a result verified (bump, CI, `regress
+        --require-verified`) gates on `verified` as well."""
         return all(r.outcome not in ("failed", "missing") for r in self.results) and self.first_bad is None
 
+    @property
+    def unverified(self) -> dict[str, str]:
+        """`stack/patch` -> why, for each patch whose bound tests gave no evidence: `not-verified`
+        (every one skipped) or `no-tests` (none bound or all deselected). `partial` is evidence (some
+        ran and passed, the rest skipped with a reason: a CPU run's GPU tests)."""
+        return {f"{r.stack}/{r.patch}": f"{r.outcome}" + (f": {r.reason}" if r.reason else "")
+                for r in self.results if r.outcome in UNVERIFIED_OUTCOMES}
+
+    @property
+    def verified(self) -> bool:
+        """Every patch's bound tests ran and passed (`passed`, or `partial`), and nothing failed."""
+        return self.ok and not self.unverified
+
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "seconds": round(self.seconds, 2), "pytest_rc": self.pytest_rc,
+        return {"ok": self.ok, "verified": self.verified, "unverified": self.unverified,
+                "seconds": round(self.seconds, 2), "pytest_rc": self.pytest_rc,
                 "first_bad": list(self.first_bad) if self.first_bad else None,
                 "missing_modules": self.missing_modules,
                 "patches": [r.to_dict() for r in self.results], "no_patches": self.no_patches}
@@ -139,10 +159,30 @@ def missing_modules(outcomes: dict[str, dict], python: str = sys.executable) -> 
 
 
 def tree_env(trees: dict[str, tuple[Path, Path]]) -> dict[str, str]:
+    """DSV4_TREE_/DSV4_BASE_ of each stack NAME (a label `vllm@v0.33.0` is split: its release is
+    named too, see release_tree_env)."""
     env = {}
     for stack, (patched, base) in trees.items():
-        env[f"DSV4_TREE_{stack.upper()}"] = str(patched)
-        env[f"DSV4_BASE_{stack.upper()}"] = str(base)
+        name, _, release = stack.partition("@")
+        env.update(release_tree_env(name, release or None, patched, base))
+    return env
+
+
+def release_tree_env(name: str, release: str | None, patched: Path, base: Path, *,
+                     also: list[str] = ()) -> dict[str, str]:
+    """What the `dsv4_tree` fixture (tests/conftest.py, api.tree_for_tests) reads for one release
+    of stack `name` under test: DSV4_TREE_<NAME> / DSV4_BASE_<NAME>, DSV4_RELEASE_<NAME> = `release`,
+    and DSV4_TREE_<NAME>__<TAG> / DSV4_BASE_<NAME>__<TAG> for `release` and each of `also` (a bump's
+    target: the tree stands in for that release as well). The variable is built from the stack's
+    name, never from a label (`vllm@v0.33.0` is no part of a variable name a test reads)."""
+    from .config import env_key
+
+    env = {f"DSV4_RELEASE_{env_key(name)}": release or ""}
+    for rel in [None, release, *also]:
+        if rel is None and f"DSV4_TREE_{env_key(name)}" in env:
+            continue
+        env[f"DSV4_TREE_{env_key(name, rel)}"] = str(patched)
+        env[f"DSV4_BASE_{env_key(name, rel)}"] = str(base)
     return env
 
 
@@ -180,7 +220,10 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
     the tests read no check result an earlier run stored (RESULT_CACHE_ENV)."""
     with tempfile.TemporaryDirectory() as td:
         results_file = Path(td) / "results.json"
-        env = {**os.environ, **env_extra, "DSV4_RESULTS_FILE": str(results_file)}
+        from .locks import child_spawn  # the stack locks we hold reach the child (locks.py)
+
+        lock_env, fds = child_spawn()
+        env = {**os.environ, **env_extra, **lock_env, "DSV4_RESULTS_FILE": str(results_file)}
         env.setdefault(RUN_DIR_ENV, td)  # the tests' scratch for this run: removed with td, however it ends
         if fresh and env.get(RESULT_CACHE_ENV) != "0":
             env[RESULT_CACHE_ENV] = "run"
@@ -190,7 +233,7 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
                 "-p", "no:xdist", "-q", "-rs", *own_basetemp(td, pytest_args, env_extra), *(["-m", marker] if marker else []),
                 *pytest_args, *nodes]
         p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
-                           stderr=subprocess.STDOUT)
+                           stderr=subprocess.STDOUT, pass_fds=fds)
         outcomes = json.loads(results_file.read_text()) if results_file.exists() else {}
     collection_failed = any(o.get("why", "").startswith("collection error") for o in outcomes.values())
     if p.returncode == 3 or (p.returncode in (2, 4) and not collection_failed):

@@ -5,6 +5,9 @@ The semantic verdict needs more than passed/failed: an assertion that fails mean
 lacks the behaviour", anything else raised (a probe that errors, a file the tree does not carry)
 or a module that cannot be collected means "no verdict". So each record says the phase (collect,
 setup, call, teardown), the exception type, whether it is an AssertionError, and one line of why.
+
+The file is rewritten (whole, by rename) after every test, with "<running>" naming the test that
+started last: an intent run stopped at its bound (semantic.run_intent_tests) keeps what finished.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import pytest
 
 _results: dict[str, dict] = {}
+_running: dict[str, str] = {}
 _RANK = {"passed": 0, "skipped": 1, "failed": 2}
 
 
@@ -27,6 +31,26 @@ def _record(nodeid: str, rec: dict) -> None:
     prev = _results.get(nodeid)
     if prev is None or _RANK[rec["outcome"]] > _RANK[prev["outcome"]]:
         _results[nodeid] = rec
+
+
+def _write() -> None:
+    path = os.environ.get("DSV4_INTENT_RESULTS")
+    if not path:
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({**_results, **({"<running>": dict(_running)} if _running else {})}, f, indent=1)
+    os.replace(tmp, path)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _running["node"] = nodeid
+    _write()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _running.clear()
+    _write()
 
 
 def _wanted(nodeid: str, selected: list[str]) -> bool:
@@ -72,7 +96,5 @@ def pytest_collectreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    path = os.environ.get("DSV4_INTENT_RESULTS")
-    if path:
-        with open(path, "w") as f:
-            json.dump(_results, f, indent=1)
+    _running.clear()
+    _write()

@@ -29,20 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import Project, StackConfig, load_project
-from ..errors import EXIT_CONFLICT, EXIT_OK, Dsv4Error, SourceError, UsageError
+from ..errors import EXIT_CONFLICT, EXIT_OK, EXIT_UNVERIFIED, Dsv4Error, SourceError, UsageError
 from ..exporter import export_stack, render_patches, strip_trailer
 from ..gitcmd import Git
 from ..locks import stack_lock
 from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
 from ..pinning import set_keys
-from ..regress import RegressReport, bound_tests, run_pytest, summarize, tree_env
+from ..regress import RegressReport, bound_tests, release_tree_env, run_pytest, summarize
 from ..series import render_series, series_header
 from ..sources import Cache, Progress, materialize
 from ..sources.base import say
 from ..stack import load_stack
 from ..tree import BASE_REF, build_tree, with_trailer
-from . import conflicts, resolutions, targets
+from . import conflicts, evidence, resolutions, targets
 from .classify import Index, Outcome, classify, inside_part, touched
 from .semantic import Semantic, check as semantic_check, pristine_checkout, release_port
 from .repo import add_alternates, scratch
@@ -61,7 +61,6 @@ class BumpOptions:
     semantic: bool = True  # run each patch's intent tests on the pristine REF
     conflict_trees: bool = True  # leave a tree per blocking patch to resolve (pin's check needs none)
     force: bool = False  # delete conflict trees that hold unrecorded work (conflicts.py)
-    force: bool = False  # delete conflict trees that hold unrecorded work (conflicts.py)
 
 
 @dataclass
@@ -71,7 +70,9 @@ class BumpReport:
     new: dict
     outcomes: list[Outcome]
     tree: str
-    status: str = "ok"  # ok | conflicts | partial | upstreamed (textually or fixed-upstream)
+    status: str = "ok"  # ok | conflicts | partial | upstreamed (textually or fixed-upstream) | current
+    # patch -> why it is not verified (evidence.py); a textually ok bump with any is `unverified`
+    unverified: dict[str, list[str]] = field(default_factory=dict)
     refreshed: list[str] = field(default_factory=list)
     written_to: str | None = None
     pin: dict = field(default_factory=dict)
@@ -80,18 +81,23 @@ class BumpReport:
     conflict_trees: dict[str, str] = field(default_factory=dict)
     trees: dict = field(default_factory=dict)  # conflicts.Trees.to_dict(): kept work, blocked-before, left
     hints: list[str] = field(default_factory=list)  # one-line advice: a carried release's port, stale messages
-    trees: dict = field(default_factory=dict)  # conflicts.Trees.to_dict(): kept work, blocked-before, left
-    hints: list[str] = field(default_factory=list)  # one-line advice: a carried release's port, stale messages
     semantic: list[Semantic] | None = None  # None: not run (--no-semantic)
     seconds: float = 0.0
 
     @property
-    def exit_code(self) -> int:
+    def result(self) -> str:
+        """The bump's one-word outcome: `status`, except that a textually ok bump whose patches are
+        not all verified (evidence.py) is `unverified`, and one whose regression tests failed `failed`."""
         if self.status != "ok":
-            return EXIT_CONFLICT
+            return self.status
         if self.regress and not self.regress.get("ok", False):
-            return 1
-        return EXIT_OK
+            return "failed"
+        return "unverified" if self.unverified else "ok"
+
+    @property
+    def exit_code(self) -> int:
+        return {"ok": EXIT_OK, "current": EXIT_OK, "failed": 1, "unverified": EXIT_UNVERIFIED}.get(self.result,
+                                                                                                  EXIT_CONFLICT)
 
     def verdict(self, patch: str) -> Semantic | None:
         return next((s for s in self.semantic or [] if s.patch == patch), None)
@@ -102,6 +108,7 @@ class BumpReport:
         for o in self.outcomes:
             sem = self.verdict(o.patch)
             d["patches"].append({**o.to_dict(), "semantic": sem.to_dict() if sem else None})
+        d["result"] = self.result
         d["exit_code"] = self.exit_code
         d["seconds"] = round(self.seconds, 2)
         return d
@@ -258,11 +265,13 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
         if not nodes:
             return {"ok": True, "patches": [], "note": "no Regression-Test ids"}
         t0 = time.monotonic()
-        rc, outcomes = run_pytest(project.root, nodes, tree_env({cfg.name: (tree, base.tree)}))
+        # the variables of the release whose series this is (DSV4_RELEASE_<STACK> included), and the target's
+        env = release_tree_env(cfg.name, cfg.release, tree, base.tree, also=[target.label])
+        rc, outcomes = run_pytest(project.root, nodes, env)
         res = summarize([(cfg.name, patches)], outcomes)
-        ok = RegressReport(res, 0.0, rc).ok  # skipped = not verified, not failed
-        return {"ok": ok, "pytest_rc": rc, "seconds": round(time.monotonic() - t0, 2),
-                "patches": [r.to_dict() for r in res]}
+        report = RegressReport(res, 0.0, rc)  # ok: nothing failed; verified: evidence for every patch
+        return {"ok": report.ok, "verified": report.verified, "pytest_rc": rc,
+                "seconds": round(time.monotonic() - t0, 2), "patches": [r.to_dict() for r in res]}
     except Dsv4Error as e:
         return {"ok": False, "error": e.one_line(), "patches": []}
 
@@ -275,6 +284,9 @@ def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False,
     if regress_step is not None:  # outside the lock: the tests may build trees of this stack themselves
         rep.regress = regress_step()
         rep.seconds = time.monotonic() - t0
+    if rep.status == "ok":  # no green without evidence: which carried patches the checks verified
+        opts = opts or BumpOptions()
+        rep.unverified = evidence.unverified(rep.refreshed, rep.semantic, rep.regress, regress_asked=opts.regress)
     return rep
 
 
@@ -301,10 +313,17 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         old = None
     # The old stack, applied at its pin: its commits feed the range-diff, and its objects hold
     # the pre-image blobs of every patch after the first, which `--3way` needs.
+    target = targets.resolve(cfg, ref, cache, latest=latest, source=opts.source, progress=progress)
+    say(progress, f"{stack}: {cfg.tag or cfg.commit[:12]} ({(old.commit if old else cfg.commit)[:12]}) -> {target.label} ({target.base.commit[:12]})")
+    if latest and old and target.base.commit == old.commit and target.partial is None:
+        # already at the newest: decided before any tree is built or any test runs (seconds)
+        say(progress, f"{stack}: already at {target.label}; nothing to do")
+        rep = BumpReport(stack, {"label": cfg.tag or cfg.commit, "commit": old.commit, "source": old.source},
+                         {"label": target.label, "commit": target.base.commit, "source": target.base.source},
+                         [], "", status="current", seconds=time.monotonic() - t0)
+        return rep, None
     old_tree = _old_stack(cfg, out, old, cache, progress) if old else None
     with outdir.locked():
-        target = targets.resolve(cfg, ref, cache, latest=latest, source=opts.source, progress=progress)
-        say(progress, f"{stack}: {cfg.tag or cfg.commit[:12]} ({(old.commit if old else cfg.commit)[:12]}) -> {target.label} ({target.base.commit[:12]})")
         name = f"{stack}.bump"
         staging = outdir.new_staging(name)
         g = Git(staging)
@@ -317,8 +336,8 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         if opts.semantic:
             pristine = pristine_checkout(out / f"{stack}.bump-upstream", target.base)
             ported, where = release_port(cfg, target.label)
-            sem = semantic_check(project.root, stack, pristine, loaded.patches, partial=target.partial,
-                                 ported=ported, ported_where=where, progress=progress)
+            sem = semantic_check(project.root, cfg, pristine, loaded.patches, partial=target.partial,
+                                 ported=ported, ported_where=where, target=target.label, progress=progress)
         drop = {s.patch for s in sem or [] if s.fixed} if opts.drop_upstreamed else set()
         outcomes, blocked = _rebase(g, cfg, loaded.patches, opts, progress, target.partial, drop)
         outdir.swap_in(name, staging)

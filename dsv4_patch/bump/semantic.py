@@ -18,7 +18,21 @@ tests/regress/x/test_y.py::test_z passes`), else its `Regression-Test:` ids. Ver
                     on this upstream, no verdict), or a named test id was not collected
     unimportable    the intent tests' module cannot be collected (imports) against this upstream
     untestable      an intent test skipped (nvcc missing, ...): the reason is kept
+    timeout         the intent run ran past its bound (DSV4_INTENT_TIMEOUT) before this patch's
+                    tests finished: no verdict, the other patches keep theirs
     no-intent       the patch names no test at all (or every one skipped as "not an intent test")
+
+The tests get the pristine tree through the variables the `dsv4_tree` fixture reads for the
+release whose series is checked (regress.release_tree_env): DSV4_TREE_<STACK> / DSV4_BASE_<STACK>,
+DSV4_RELEASE_<STACK> naming that release, and DSV4_TREE_<STACK>__<TAG> for it and for the target
+(`vllm@v0.33.0` -> v0.34.0: DSV4_TREE_VLLM, DSV4_TREE_VLLM__V0_33_0 and DSV4_TREE_VLLM__V0_34_0 are
+all the pristine v0.34.0). A test that still builds a tree of the checked stack (another release)
+shares the caller's stack lock (locks.child_spawn), so it never waits for the bump that runs it.
+
+The run is bounded: DSV4_INTENT_TIMEOUT seconds for one stack's whole intent run (default
+INTENT_TIMEOUT_DEFAULT). Past it the run is stopped (its process group), the results of the tests
+that finished are kept (the plugin writes them as they come) and every patch whose tests did not
+all finish gets `timeout`.
 
 The run sets DSV4_INTENT=1. A test about the unpatched tree ("the unpatched tree fails") means the
 opposite there, since the base tree is the new upstream: it should skip with a reason containing
@@ -40,21 +54,30 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import StackConfig
+from ..config import StackConfig, env_key
 from ..errors import Dsv4Error
+from ..locks import child_spawn
 from ..patchfile import PatchFile
-from ..regress import RUN_DIR_ENV, own_basetemp
+from ..regress import RUN_DIR_ENV, own_basetemp, release_tree_env
 from ..sources import BaseTree, Progress
 from ..sources.base import say
 from .classify import in_tree
 from .repo import scratch
 
-VERDICTS = ("fixed-upstream", "needed", "outside", "probe-error", "unimportable", "untestable", "no-intent")
+VERDICTS = ("fixed-upstream", "needed", "outside", "probe-error", "unimportable", "untestable", "timeout",
+            "no-intent")
+# Only these are a verdict; every other one says why none was reached (bump: the patch is unverified)
+DECIDED = ("fixed-upstream", "needed")
 MISSING_FILE_RE = re.compile(r"No such file or directory: '([^']+)'")
 PARTIAL_SKIP = "outside the partial tree"  # a test that skips for this reason gets `outside`
 NOT_INTENT = "not an intent test"  # a test that skips for this reason under DSV4_INTENT is left out
 INTENT_ENV = "DSV4_INTENT"  # set to 1 in the intent-test run: the base tree IS the new upstream there
-TIMEOUT_ENV = "DSV4_INTENT_TIMEOUT"
+TIMEOUT_ENV = "DSV4_INTENT_TIMEOUT"  # seconds for one stack's whole intent run
+# One stack's intent run: cold, the vLLM tests build two overlay venvs (a few minutes); warm they take
+# well under a minute. Ten minutes bounds a hung probe without cutting a cold first run short, and
+# keeps the scheduled job (every stack, 90 minutes) finishing with room; ci/upstream_bump.py lowers
+# it further to what its own budget has left.
+INTENT_TIMEOUT_DEFAULT = 600.0
 SELECT_ENV = "DSV4_INTENT_SELECT"  # the node ids the intent run keeps (intent_results.py deselects the rest)
 
 
@@ -146,9 +169,13 @@ def judge(name: str, nodes: list[str], decided_by: str, results: dict[str, dict]
     if not nodes:
         return Semantic(name, "no-intent", "names no Regression-Test and no test in Drop-When", "")
     tests: dict[str, dict] = {}
-    errors, failures, skips, outside = [], [], [], []
+    errors, failures, skips, outside, timeouts = [], [], [], [], []
     for node in nodes:
         hits = _matches(node, results)
+        if not hits and results.get("<timeout>"):
+            tests[node] = {"outcome": "timeout", "why": results["<timeout>"]["why"]}
+            timeouts.append(f"{node}: {results['<timeout>']['why']}")
+            continue
         if not hits:
             bad = _collect_error(node, results)
             if bad:
@@ -160,6 +187,9 @@ def judge(name: str, nodes: list[str], decided_by: str, results: dict[str, dict]
             continue
         tests.update(hits)
         for k, v in hits.items():
+            if v["outcome"] == "timeout":
+                timeouts.append(f"{k}: {v['why']}")
+                continue
             if v["outcome"] == "failed" and v.get("when") == "collect":
                 return Semantic(name, "unimportable", f"{k} cannot be collected on this upstream: {v['why']}",
                                 decided_by, tests)
@@ -178,12 +208,45 @@ def judge(name: str, nodes: list[str], decided_by: str, results: dict[str, dict]
         return Semantic(name, "outside", outside[0] + " (the partial tree does not carry it)", decided_by, tests)
     if failures:
         return Semantic(name, "needed", failures[0], decided_by, tests)
+    if timeouts:
+        return Semantic(name, "timeout", timeouts[0], decided_by, tests)
     if skips:
         return Semantic(name, "untestable", skips[0], decided_by, tests)
     if all(t.get("outcome") == "skipped" for t in tests.values()):
         return Semantic(name, "no-intent", "every named test skipped as not an intent test", decided_by, tests)
     return Semantic(name, "fixed-upstream", f"{len(tests)} intent test(s) pass on the pristine upstream "
                     f"without the patch ({decided_by})", decided_by, tests)
+
+
+def intent_timeout() -> float:
+    """The bound of one stack's intent run, in seconds (DSV4_INTENT_TIMEOUT, default 600)."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return INTENT_TIMEOUT_DEFAULT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise Dsv4Error(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds",
+                        hint=f"set it to the seconds one stack's intent run may take, e.g. {TIMEOUT_ENV}=600") from None
+    if value <= 0:
+        raise Dsv4Error(f"{TIMEOUT_ENV}={raw!r}: the bound must be positive", hint="or pass --no-semantic")
+    return value
+
+
+def _stop(p: subprocess.Popen) -> None:
+    """Stop the run and everything it started (a check script, a pip install): its process group."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            p.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *, timeout: float | None = None,
@@ -194,25 +257,47 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
     other test: named by id, a module that cannot be imported stops the whole run ("found no
     collectors"), while a module named by path is one collection error beside the others' results
     (--continue-on-collection-errors). One run, not one per module: session fixtures (an overlay
-    venv, a probe) are built once for every patch that needs them."""
+    venv, a probe) are built once for every patch that needs them.
+
+    Bounded by `timeout` (default intent_timeout()): past it the run's process group is stopped and
+    the records of the tests that finished are returned, with "<timeout>" saying so (and the test
+    that was running recorded as `timeout`); judge() gives the unfinished patches `timeout`.
+    The stack locks this process holds are passed on (locks.child_spawn)."""
+    limit = timeout or intent_timeout()
     with tempfile.TemporaryDirectory(prefix="dsv4-intent-") as td:
         results = Path(td) / "intent.json"
         engine = str(Path(__file__).resolve().parents[2])
-        env = {**os.environ, **env_extra, "DSV4_INTENT_RESULTS": str(results),
+        lock_env, fds = child_spawn()
+        env = {**os.environ, **env_extra, **lock_env, "DSV4_INTENT_RESULTS": str(results),
                SELECT_ENV: json.dumps(list(nodes))}
         env.setdefault(RUN_DIR_ENV, td)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
         modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.bump.intent_results", "-p", "no:cacheprovider",
                 "-p", "no:xdist", "--continue-on-collection-errors", "-q", "-rs", *own_basetemp(td, env_extra=env_extra), *modules]
-        # DSV4_INTENT_TIMEOUT is per module (it was one pytest per module)
-        limit = timeout or float(os.environ.get(TIMEOUT_ENV, "1800")) * len(modules)
+        p = subprocess.Popen(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
+                             stderr=subprocess.STDOUT, pass_fds=fds, start_new_session=True)
+        timed_out = False
         try:
-            p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
-                               stderr=subprocess.STDOUT, timeout=limit)
+            p.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            raise Dsv4Error(f"intent tests ran past {limit:.0f} s", hint=f"raise {TIMEOUT_ENV} or pass --no-semantic") from None
-        data = json.loads(results.read_text()) if results.exists() else {}
+            timed_out = True
+            _stop(p)
+        except BaseException:  # interrupted: nothing of the run may outlive us
+            _stop(p)
+            raise
+        try:
+            data = json.loads(results.read_text()) if results.exists() else {}
+        except ValueError:  # cut off while writing (the plugin replaces the file whole: should not happen)
+            data = {}
+    running = data.pop("<running>", None)
+    if timed_out:
+        why = f"the intent run ran past {limit:.0f} s ({TIMEOUT_ENV}; raise it or pass --no-semantic)"
+        if running and running.get("node"):
+            data[running["node"]] = {"outcome": "timeout", "when": "call", "exc": "", "assertion": False,
+                                     "why": f"still running when {why}"}
+        data["<timeout>"] = {"outcome": "timeout", "when": "", "exc": "", "assertion": False, "why": why}
+        return data
     if p.returncode not in (0, 1, 2, 5) and not data:  # internal/usage error, or killed: no record at all
         raise Dsv4Error(f"pytest could not run the intent tests (exit {p.returncode})",
                         hint="check the Regression-Test / Drop-When ids with `dsv4-patch check`; a negative exit "
@@ -220,11 +305,24 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
     return data
 
 
-def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, partial: list[str] | None = None,
-          ported: dict[str, PatchFile] | None = None, ported_where: str = "", progress: Progress = None) -> list[Semantic]:
+def _stack_release(stack) -> tuple[str, str | None]:
+    """(name, release) of a StackConfig, or of a label `vllm` / `vllm@v0.33.0`."""
+    if isinstance(stack, str):
+        name, _, release = stack.partition("@")
+        return name, release or None
+    return stack.name, stack.release
+
+
+def check(root: Path, stack, tree: Path, patches: list[PatchFile], *, partial: list[str] | None = None,
+          ported: dict[str, PatchFile] | None = None, ported_where: str = "", target: str | None = None,
+          progress: Progress = None) -> list[Semantic]:
     """Each patch's semantic verdict with `tree` (pristine) standing in for the patched tree; with
-    `ported`, a patch the stack already carries for this release is decided by that copy's tests."""
+    `ported`, a patch the stack already carries for this release is decided by that copy's tests.
+    `stack`: the StackConfig whose series is checked (or its label, `vllm@v0.33.0`); `target`: the
+    release `tree` is, when it is not that one's own pin (bump), also named to the tests."""
     t0 = time.monotonic()
+    name, release = _stack_release(stack)
+    label = f"{name}@{release}" if release and not getattr(stack, "primary", False) else name
     ported = ported or {}
     wanted = {p.name: intent_tests(p, ported.get(p.name), ported_where) for p in patches}
     nodes = list(dict.fromkeys(n for ns, _ in wanted.values() for n in ns))
@@ -232,15 +330,19 @@ def check(root: Path, stack: str, tree: Path, patches: list[PatchFile], *, parti
     # a named file that does not exist would stop pytest as a whole (usage error): judge it alone
     nodes = [n for n in nodes if (root / n.split("::", 1)[0]).is_file()]
     if nodes:
-        say(progress, f"{stack}: {len(nodes)} intent test id(s) on the pristine tree")
-        env = {f"DSV4_TREE_{stack.upper()}": str(tree), f"DSV4_BASE_{stack.upper()}": str(tree), INTENT_ENV: "1"}
+        say(progress, f"{label}: {len(nodes)} intent test id(s) on the pristine tree")
+        # the variables the dsv4_tree fixture reads for this release (the stack's NAME, never the
+        # label: DSV4_TREE_VLLM@V0.33.0 is read by no test), all pointing at the pristine tree
+        env = {**release_tree_env(name, release, tree, tree, also=[target] if target else []), INTENT_ENV: "1"}
         if partial is not None:
-            env[f"DSV4_PARTIAL_{stack.upper()}"] = os.pathsep.join(partial)
+            env[f"DSV4_PARTIAL_{env_key(name)}"] = os.pathsep.join(partial)
         modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
-        say(progress, f"{stack}: intent tests of {len(modules)} module(s), in one pytest run")
+        say(progress, f"{label}: intent tests of {len(modules)} module(s), in one pytest run "
+            f"(bound {intent_timeout():.0f} s, {TIMEOUT_ENV})")
         results.update(run_intent_tests(root, nodes, env))
+        if "<timeout>" in results:
+            say(progress, f"{label}: {results['<timeout>']['why']}: unfinished patches get `timeout`")
     out = [judge(p.name, *wanted[p.name], results, tree, partial) for p in patches]
-    say(progress, f"{stack}: semantic verdicts in {time.monotonic() - t0:.1f} s: "
+    say(progress, f"{label}: semantic verdicts in {time.monotonic() - t0:.1f} s: "
         + (", ".join(s.verdict for s in out) or "none (0 patches)"))
     return out
-

@@ -59,7 +59,9 @@ def test_success_refreshes_context_keeps_the_change_and_moves_the_pin(benv):
     old = {n: load_patch(benv.root / "patches/demo" / n) for n in ORDER[:3]}
     new = benv.upstream_next(conflict=False, upstreamed=False, obsolete=False)
     rep = run(benv, new)
-    assert rep.status == "ok" and rep.exit_code == 0
+    # every patch found a place and was written; no test ran (regress off, no test files): unverified, exit 4
+    assert rep.status == "ok" and rep.result == "unverified" and rep.exit_code == 4
+    assert set(rep.unverified) == set(ORDER[:3]) and "regression tests not run (--no-regress)" in rep.unverified[ORDER[0]]
     assert [o.status for o in rep.outcomes] == ["clean", "offset", "3way"]
     assert f'commit = "{new}"' in (benv.root / "patches/stacks.toml").read_text()
     for n in ORDER[:3]:
