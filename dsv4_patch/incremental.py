@@ -12,14 +12,16 @@ The switch: the new commits are written into the tree's object store first (noth
 changes, and a failure leaves the tree as it was); then one journaled step moves the work tree,
 the index and the branch from the old tip to the new one (`git read-tree -m -u`, which touches
 only the paths that differ and refuses to overwrite a local change), and writes the state. A run
-killed inside that step is completed by the next one (`recover`), which first checks that no
-path outside the journaled ones was changed.
+killed inside that step is completed by the next one (`recover`), which first checks that the
+person changed nothing since: no path outside the journaled ones, no journaled path whose bytes
+are neither the old commit's nor the new one's, no commit on the branch and HEAD still on it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from . import __version__
@@ -104,6 +106,41 @@ def _finish(g: Git, new: str, branch: str, old: str | None, state: dict, write_s
     write_state(g.path, state)
 
 
+def _moved_head(g: Git, old: str | None, new: str, branch: str) -> str | None:
+    """What the person did to HEAD since the switch was cut short (None: nothing): the switch
+    moves the branch from `old` to `new` and leaves HEAD on it."""
+    head_ref = g.run("symbolic-ref", "-q", "HEAD", check=False).out.strip()
+    if head_ref != f"refs/heads/{branch}":
+        return f"HEAD left {branch} ({head_ref or 'detached'})"
+    at = g.rev(f"refs/heads/{branch}")
+    if at not in {old, new} and old is not None:
+        return f"{branch} moved to {str(at)[:12]} (a commit made since?)"
+    return None
+
+
+def _edited_switch_paths(g: Git, old: str | None, new: str, paths: list[str]) -> list[str]:
+    """Those of the switch's own paths whose work-tree file is neither the old commit's nor the
+    new one's: edited by the person after the kill (read-tree writes one or the other)."""
+    if old is None or not paths:
+        return []
+    wanted = set(paths)
+    differs = []
+    for commit in (old, new):
+        index = g.path / ".git" / "dsv4" / "recover.index"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            g.run("read-tree", commit, env=env)
+            g.run("update-index", "-q", "--refresh", env=env, check=False)  # content compared, not stat data
+            changed = set(g.run("diff-files", "--name-only", "-z", env=env).out.split("\0"))
+            present = set(g.run("ls-files", "-z", env=env).out.split("\0"))
+        finally:
+            index.unlink(missing_ok=True)
+        # a path the commit lacks is "as in the commit" when the work tree lacks it too
+        differs.append({p for p in wanted
+                        if (p in changed if p in present else os.path.lexists(g.path / p))})
+    return sorted(differs[0] & differs[1])
+
+
 def recover(tree: Path, write_state, force: bool = False) -> bool:
     """Complete a switch a killed run left half done. True when one was completed."""
     journal = tree / ".git" / JOURNAL
@@ -122,10 +159,15 @@ def recover(tree: Path, write_state, force: bool = False) -> bool:
     dirty = [p[3:] for p in g.run("status", "--porcelain", "-z", "--untracked-files=all").out.split("\0")
              if len(p) > 3 and p[2] == " "]
     theirs = sorted(p for p in dirty if p not in ours and p.rstrip("/") not in ours)
-    if theirs and not force:
-        raise Dsv4Error(f"{tree}: an interrupted apply was switching this tree, and {theirs[0]} "
-                        f"(+{len(theirs) - 1} more) changed since",
-                        hint="save those changes elsewhere, then re-run with --force")
+    if not force:
+        theirs += _edited_switch_paths(g, j.get("old"), j["new"], sorted(ours))
+        moved = _moved_head(g, j.get("old"), j["new"], j["branch"])
+        if moved or theirs:
+            what = ([moved] if moved else []) + ([f"{theirs[0]} (+{len(theirs) - 1} more) changed"] if theirs else [])
+            raise Dsv4Error(f"{tree}: an interrupted apply was switching this tree, and since then "
+                            + " and ".join(what),
+                            hint="save that work elsewhere (copy the files; `git branch keep <commit>` for "
+                                 "commits), then re-run with --force")
     g.run("read-tree", "--reset", "-u", j["new"])
     _finish(g, j["new"], j["branch"], None, j["state"], write_state)
     journal.unlink()

@@ -183,3 +183,44 @@ def test_an_untouched_stopped_attempt_is_replaced_and_force_discards_a_touched_o
     with pytest.raises(ConflictError):  # --force: the person said to discard it
         _apply(env, force=True)
     assert "<<<<<<<" in (failed / "src/a.py").read_text()
+
+
+# ---------------------------------------------------------------- 5. a killed incremental switch, then the user's work
+def _killed_switch(env, monkeypatch):
+    from test_incremental import specs, write_series
+
+    write_series(env, specs([0, 1, 2, 3]))
+    tree = env.rebuild().tree
+    write_series(env, specs([0, 1, 2, 3], {1: "k"}))  # patch 1 changes: the switch rewrites src/a.py
+    with monkeypatch.context() as m:
+        m.setattr(incremental, "_finish", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            env.apply()
+    assert (tree / ".git/dsv4/switch.json").exists()
+    return tree
+
+
+def test_a_killed_switch_never_overwrites_an_edit_to_a_path_it_was_switching(env, monkeypatch):
+    tree = _killed_switch(env, monkeypatch)
+    (tree / "src/a.py").write_text("edited after the crash\n")  # a path the switch itself rewrites
+    with pytest.raises(Dsv4Error) as ei:
+        env.apply()
+    assert "src/a.py" in ei.value.one_line() and "--force" in ei.value.one_line()
+    assert (tree / "src/a.py").read_text() == "edited after the crash\n"
+    env.apply(force=True)  # --force: completed, the edit discarded as asked
+    assert (tree / "src/a.py").read_text() != "edited after the crash\n"
+
+
+def test_a_killed_switch_never_drops_a_commit_made_since(env, monkeypatch):
+    tree = _killed_switch(env, monkeypatch)
+    mine = author_commit(tree, {"src/b.txt": "committed after the crash\n"}, "mine")
+    with pytest.raises(Dsv4Error) as ei:
+        env.apply()
+    assert "dsv4/demo moved" in ei.value.one_line(), ei.value.one_line()
+    assert Git(tree).rev("HEAD") == mine and (tree / "src/b.txt").read_text() == "committed after the crash\n"
+
+
+def test_a_killed_switch_is_still_completed_when_nobody_touched_it(env, monkeypatch):
+    tree = _killed_switch(env, monkeypatch)
+    assert env.apply().status == "noop"
+    assert Git(tree).out("status", "--porcelain") == ""
