@@ -13,8 +13,16 @@ another run's check scripts made those fail at random. A clone costs ~2 s and on
 entries. Every write (install, prune, clone) holds the venv's lock (dsv4_patch.build.venv_lock), so
 parallel workers (pytest-xdist) and parallel checkouts wait for each other instead of racing.
 
-How the base venv gets the release differs per release (conftest.py files say which); the rest is
-here: the CPU recipe, the clone, the overlay, and running one check script per venv once per run.
+How the base venv gets the release is chosen by what the release's tree holds, never by its version
+(base_recipe): the torch it builds against (tree_torch_pin: pyproject's build requirements, else
+requirements/cuda.txt). A release that pins the CPU torch installable here gets the CPU recipe below;
+one that pins another torch (vLLM 0.33.0 and later pin 2.14.0, whose CPU build is not on this machine
+and whose CUDA build is a multi-GB download) gets the "substitute torch" recipe: a hard-link clone of
+the base venv of a donor release that pins the CPU torch (the stack's primary release), the release's
+wheel installed over it without dependencies, and the pure-Python packages it imports at module level
+but declares GPU-only (SUBSTITUTE_EXTRAS, at the versions it declares). Its modules then run on the
+donor's dependencies and CPU torch; its compiled ops (vllm._C) do not load, which these CPU checks
+do not need. The rest is here too: the clone, the overlay, and one check script per venv per run.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Callable
 
@@ -95,7 +104,7 @@ def patched_venv_path(root: Path, base_tree: Path, patched_tree: Path, version: 
 # install vllm==0.27.1` puts on disk. So a base venv gets CPU torch, the release with --no-deps, and
 # then every dependency the release declares except these, at the versions pip resolves from the
 # release's own specifiers (a release whose modules import one of them at module level installs it
-# itself, as v0_33/conftest.py does humming-kernels). The recipe is part of the venvs' folder name
+# itself: SUBSTITUTE_EXTRAS). The recipe is part of the venvs' folder name
 # (release_root), so checkouts with another recipe -- or the full install older checkouts made in
 # vllm-<version>/ -- share the cache without touching each other's venvs.
 GPU_ONLY = ("flashinfer-python", "nvidia-cutlass-dsl", "nvidia-cudnn-frontend", "tilelang", "tokenspeed-mla",
@@ -126,13 +135,62 @@ def _torch_pin() -> str:
     return os.environ.get("DSV4_BUILD_TORCH", DEFAULT_TORCH)  # "" = take the release's (as build.py)
 
 
-def _recipe() -> str:
-    return json.dumps({"gpu_only": sorted(GPU_ONLY), "torch": _torch_pin()}, sort_keys=True)
+def _recipe(substitute: dict | None = None) -> str:
+    """The recipe's identity (part of the venvs' folder name). `substitute`: the substitute-torch
+    recipe's own part (the donor release, the extras); None for the CPU recipe, whose text is
+    unchanged since before releases pinned other torches (its venvs stay where they are)."""
+    r = {"gpu_only": sorted(GPU_ONLY), "torch": _torch_pin()}
+    return json.dumps(r if substitute is None else {**r, "substitute": substitute}, sort_keys=True)
 
 
-def release_root(version: str) -> Path:
+def release_root(version: str, substitute: dict | None = None) -> Path:
     """The folder of `version`'s venvs made by this recipe: vllm-<version>-cpu-<recipe hash>."""
-    return venv_cache() / f"{PACKAGE}-{version}-cpu-{hashlib.sha256(_recipe().encode()).hexdigest()[:8]}"
+    return venv_cache() / f"{PACKAGE}-{version}-cpu-{hashlib.sha256(_recipe(substitute).encode()).hexdigest()[:8]}"
+
+
+# --- which recipe a release gets: read from its tree ------------------------------------------------
+# GPU-only packages (GPU_ONLY) that a release may import at module level, pure Python and installable
+# without their dependencies: the substitute-torch recipe installs each its release declares, at the
+# version declared (vLLM 0.33.0 and 0.34.0 reach humming's modules from quantization/utils at import).
+SUBSTITUTE_EXTRAS = ("humming-kernels",)
+_PIN_RE = r"^\s*{name}(?:\[[^\]]*\])?\s*==\s*([A-Za-z0-9_.+!-]+)\s*(?:;.*)?(?:#.*)?$"
+
+
+def _requirement_pin(tree: Path, name: str) -> str | None:
+    """`name`'s exact pin in the tree's requirements/cuda.txt, then common.txt (the wheel's own
+    dependencies are generated from these), or None."""
+    for f in ("requirements/cuda.txt", "requirements/common.txt"):
+        path = tree / f
+        m = re.search(_PIN_RE.format(name=re.escape(name)), path.read_text(), re.M) if path.is_file() else None
+        if m:
+            return m.group(1)
+    return None
+
+
+def tree_torch_pin(tree: Path) -> str | None:
+    """The torch a release builds against: pyproject.toml's [build-system] requires (`torch == 2.13.0`),
+    else requirements/cuda.txt's `torch==...`; None when the tree says neither."""
+    try:
+        data = tomllib.loads((tree / "pyproject.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        data = {}
+    for req in data.get("build-system", {}).get("requires", []):
+        m = re.fullmatch(r"\s*torch\s*==\s*([A-Za-z0-9_.+]+)\s*", req)
+        if m:
+            return m.group(1)
+    return _requirement_pin(tree, "torch")
+
+
+def needs_substitute_torch(tree: Path) -> bool:
+    """The tree's torch is not the CPU torch this recipe installs (DSV4_BUILD_TORCH="" installs the
+    release's own: never a substitute)."""
+    cpu = _torch_pin()
+    return bool(cpu) and tree_torch_pin(tree) not in (cpu, f"{cpu}+cpu")
+
+
+def substitute_extras(tree: Path) -> list[str]:
+    """`name==version` of the SUBSTITUTE_EXTRAS the tree declares."""
+    return [f"{n}=={v}" for n in SUBSTITUTE_EXTRAS if (v := _requirement_pin(tree, n))]
 
 
 def declared_dependencies(py: str, dist: str, drop: tuple[str, ...]) -> list[str]:
@@ -194,11 +252,12 @@ def _fail(what: str, e: Exception):
     pytest.fail(f"{what} failed: {msg}")
 
 
-def release_base(base_tree: Path, version: str, make_base: Callable[[Path], None] | None = None) -> Path:
-    """The base venv of `version`, built if missing: make_base(venv) installs the release into it,
-    None the CPU recipe (the release's wheel with its CPU dependencies, see GPU_ONLY); other
-    releases' base venvs are clones of the v0.27.1 one (see v0_33/conftest.py)."""
-    base_venv = release_root(version) / "base"
+def release_base(base_tree: Path, version: str, make_base: Callable[[Path], None] | None = None,
+                 root: Path | None = None) -> Path:
+    """The base venv of `version` (in `root`, default release_root(version)), built if missing:
+    make_base(venv) installs the release into it, None the CPU recipe (the release's wheel with its
+    CPU dependencies, see GPU_ONLY). base_venvs picks the recipe from the tree."""
+    base_venv = (root or release_root(version)) / "base"
     try:
         if make_base is not None:
             make_base(base_venv)
@@ -216,10 +275,51 @@ def release_base(base_tree: Path, version: str, make_base: Callable[[Path], None
     return base_venv
 
 
+def _install_over(venv: Path, version: str, extras: list[str]) -> None:
+    """In a clone of the donor's base venv: the release's wheel without dependencies (the tool's
+    archive cache may hold it already, sha256-checked by the DeepGEMM targets: that file rather than
+    a second download), then `extras` without theirs."""
+    (venv / ".dsv4-build.json").unlink(missing_ok=True)  # the donor's stamp (a hard link: unlink, never rewrite)
+    (venv / BYTECODE_FILE).unlink(missing_ok=True)  # the release's modules get theirs in release_base
+    (venv / RECIPE_FILE).unlink(missing_ok=True)
+    from dsv4_patch.sources.base import Cache
+
+    cached = sorted((Cache.default().root / "archives").glob(f"{PACKAGE}-{version}-*.whl"))
+    subprocess.run([str(venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                    "--no-compile", "--no-deps", str(cached[0]) if cached else f"{PACKAGE}=={version}", *extras],
+                   check=True, capture_output=True, text=True)
+
+
+def base_venv_for(base_tree: Path, donor_tree: Callable[[], Path]) -> Path:
+    """The base venv of the release `base_tree` holds, by the recipe its content asks for (see the
+    module's docstring). donor_tree() gives the pristine tree of the donor release (built only when
+    the substitute recipe needs a donor venv that is not there yet)."""
+    version = release_version(base_tree)
+    if not version:
+        pytest.fail(f"{base_tree}: vllm/_version.py records no __version__ (not a vLLM sdist tree?)")
+    if not needs_substitute_torch(base_tree):
+        return release_base(base_tree, version)
+    extras = substitute_extras(base_tree)
+    donor = donor_tree()
+    donor_version = release_version(donor)
+    if needs_substitute_torch(donor):
+        pytest.skip(f"vLLM {version} pins torch {tree_torch_pin(base_tree)} and the donor release "
+                    f"{donor_version} pins torch {tree_torch_pin(donor)}: neither is the CPU torch "
+                    f"{_torch_pin()} installable here (set DSV4_BUILD_TORCH, or make a release that pins it primary)")
+    root = release_root(version, {"donor": donor_version, "extras": extras})
+
+    def make(venv: Path) -> None:
+        if not venv_python(venv).exists():  # hardlink_clone asks again under the locks
+            hardlink_clone(release_base(donor, donor_version), venv, prepare=lambda t: _install_over(t, version, extras))
+
+    return release_base(base_tree, version, make, root=root)
+
+
 def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
-                 make_base: Callable[[Path], None] | None = None) -> dict[bool, Path]:
-    """{False: pristine venv, True: patched venv} for `version`; make_base as for release_base."""
-    base_venv = release_base(base_tree, version, make_base)
+                 make_base: Callable[[Path], None] | None = None, base_venv: Path | None = None) -> dict[bool, Path]:
+    """{False: pristine venv, True: patched venv} for `version`; make_base as for release_base, or
+    the base venv already made (base_venv_for)."""
+    base_venv = base_venv or release_base(base_tree, version, make_base)
     try:
         patched_venv = patched_venv_path(base_venv.parent, base_tree, patched_tree, version)
         hardlink_clone(base_venv, patched_venv)

@@ -15,5 +15,5 @@ from test_e4m3_encode_gpu import pytestmark, run_in_tree  # noqa: F401
 IN_TREE = ("tests/kernels/attention/test_dsv4_e4m3_manual_decode.py",)
 
 
-def test_in_tree_decode_tests_pass_on_gpu(dsv4_tree, tmp_path):
-    run_in_tree(dsv4_tree("vllm"), IN_TREE, "_dsv4_decode_plugin", tmp_path)
+def test_in_tree_decode_tests_pass_on_gpu(vllm_trees, tmp_path):
+    run_in_tree(vllm_trees[0], IN_TREE, "_dsv4_decode_plugin", tmp_path)

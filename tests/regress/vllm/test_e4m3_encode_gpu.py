@@ -33,10 +33,10 @@ IN_TREE = ("tests/kernels/attention/test_dsv4_e4m3_manual_encode.py",  # the enc
 
 
 @pytest.fixture(scope="module")
-def writers(dsv4_tree):
+def writers(vllm_trees):
     import _standalone_dsv4_writers
 
-    mods = _standalone_dsv4_writers.install(dsv4_tree("vllm"))
+    mods = _standalone_dsv4_writers.install(vllm_trees[0])
     yield mods
     _standalone_dsv4_writers.uninstall()
 
@@ -93,5 +93,5 @@ def run_in_tree(tree: Path, files, plugin: str, tmp_path: Path) -> None:
     assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
 
 
-def test_in_tree_encode_tests_pass_on_gpu(dsv4_tree, tmp_path):
-    run_in_tree(dsv4_tree("vllm"), IN_TREE, "_dsv4_writers_plugin", tmp_path)
+def test_in_tree_encode_tests_pass_on_gpu(vllm_trees, tmp_path):
+    run_in_tree(vllm_trees[0], IN_TREE, "_dsv4_writers_plugin", tmp_path)

@@ -2,6 +2,8 @@
 and what the real OCP_MXQuantizationEmulationTritonExperts hand their SwiGLU kernel.
 Script: checks/emulation_swiglu.py."""
 
+import pytest
+
 from _vllm_regress import assert_fails, assert_ok
 
 CHECK = "emulation_swiglu"
@@ -23,8 +25,17 @@ def test_dsv4_silu_limit_matches_oracle(vllm_check):
 
 
 def test_unpatched_tree_fails(vllm_check):
-    """Pristine 0.27.1 drops alpha and beta; DeepSeek V4's own SILU path is right there already."""
+    """The pristine tree drops alpha and beta; DeepSeek V4's own SILU path is right there already."""
     res = vllm_check(CHECK, patched=False)
     assert_fails(res, "quant_config_forwards_alpha_and_beta", "(None, None, 7.0)")
     assert_fails(res, "experts_kernel_gets_alpha_and_beta", "(7.0, 1.0, 0.0)")
     assert_ok(res, "dsv4_silu_limit_matches_oracle")
+
+
+@pytest.mark.fixed_upstream("forward-swiglu-alpha-and-beta-to-the-mxfp4-emulation-moe")
+def test_unpatched_emulation_experts_get_alpha_and_beta(vllm_check):
+    """Evidence for dropping the patch where a series does not carry it: on the UNPATCHED tree the
+    EMULATION quant config still carries no alpha/beta, yet the real emulation experts hand the kernel
+    alpha 1.702 and beta 1.0 from the FusedMoEConfig. Script: checks/emulation_swiglu_upstream.py."""
+    assert_ok(vllm_check("emulation_swiglu_upstream", patched=False),
+              "emulation_experts_get_alpha_and_beta_from_the_moe_config")

@@ -29,8 +29,8 @@ DEV = "cuda"
 
 
 @pytest.fixture(scope="module")
-def mla(dsv4_tree):
-    return load(dsv4_tree("vllm"))
+def mla(vllm_trees):
+    return load(vllm_trees[0])
 
 
 @pytest.fixture

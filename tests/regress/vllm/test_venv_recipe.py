@@ -111,3 +111,47 @@ def test_byte_code_is_compiled_beside_the_sources_once_and_read_where_none_is_wr
     (site / "mod_b.py").write_text("Y = 2\n")
     V.ensure_bytecode(venv)
     assert not list((site / "__pycache__").glob("mod_b.*.pyc"))
+
+
+def _tree(tmp_path, name: str, *, build_torch: str | None = None, cuda: str = "") -> "Path":
+    from pathlib import Path
+
+    t = Path(tmp_path) / name
+    (t / "requirements").mkdir(parents=True)
+    if build_torch is not None:
+        (t / "pyproject.toml").write_text('[build-system]\nrequires = ["cmake>=3.26.1", "ninja", '
+                                          f'"torch == {build_torch}", "wheel"]\n')
+    (t / "requirements" / "cuda.txt").write_text(cuda)
+    return t
+
+
+def test_the_recipe_follows_the_torch_the_tree_pins(tmp_path, monkeypatch):
+    """Read from the tree, never from a version: the build requirement first, else requirements/cuda.txt."""
+    monkeypatch.delenv("DSV4_BUILD_TORCH", raising=False)
+    cpu = V._torch_pin()
+    same = _tree(tmp_path, "same", build_torch=cpu, cuda="torch==9.9.9\n")
+    other = _tree(tmp_path, "other", build_torch="99.0.0")
+    only_reqs = _tree(tmp_path, "reqs", cuda=f"# comment\ntorchaudio==1.0\ntorch=={cpu}\n")
+    only_reqs_other = _tree(tmp_path, "reqs-other", cuda="torch==99.0.0 # the CUDA build\n")
+    assert [V.tree_torch_pin(t) for t in (same, other, only_reqs, only_reqs_other)] == [cpu, "99.0.0", cpu, "99.0.0"]
+    assert [V.needs_substitute_torch(t) for t in (same, other, only_reqs, only_reqs_other)] == [False, True, False, True]
+    assert V.tree_torch_pin(_tree(tmp_path, "none")) is None and V.needs_substitute_torch(_tree(tmp_path, "none2"))
+    monkeypatch.setenv("DSV4_BUILD_TORCH", "")  # "take the release's torch": never a substitute
+    assert not V.needs_substitute_torch(other)
+
+
+def test_substitute_extras_are_the_declared_pins(tmp_path):
+    t = _tree(tmp_path, "t", build_torch="99.0.0",
+              cuda="humming-kernels[cu13]==0.1.19 ; platform_system == 'Linux'\nflashinfer-python==0.7.3\n")
+    assert V.substitute_extras(t) == ["humming-kernels==0.1.19"]
+    assert V.substitute_extras(_tree(tmp_path, "u", build_torch="99.0.0")) == []
+
+
+def test_each_release_and_recipe_has_its_own_venv_folder():
+    """The folder (and so the venvs' stamps and the check-result keys) names the release and the recipe."""
+    a, b = V.release_root("1.0.0"), V.release_root("1.1.0")
+    s1 = V.release_root("1.1.0", {"donor": "1.0.0", "extras": []})
+    s2 = V.release_root("1.1.0", {"donor": "1.0.0", "extras": ["humming-kernels==0.1.19"]})
+    s3 = V.release_root("1.1.0", {"donor": "0.9.0", "extras": []})
+    assert len({a, b, s1, s2, s3}) == 5
+    assert all(p.name.startswith(f"vllm-{v}-cpu-") for p, v in ((a, "1.0.0"), (b, "1.1.0"), (s1, "1.1.0")))

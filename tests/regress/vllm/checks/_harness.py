@@ -24,10 +24,17 @@ def _by_the_machine(e: BaseException) -> bool:
         isinstance(e, RuntimeError) and any(t in str(e).lower() for t in OUT_OF_MEMORY))
 
 
+class NotApplicable(Exception):
+    """Raised by a sub-check whose subject this tree does not have (a probe of upstream's code, never
+    of its version): the test skips with the reason."""
+
+
 def check(fn):
     try:
         fn()
         _results[fn.__name__] = {"ok": True, "error": ""}
+    except NotApplicable as e:
+        _results[fn.__name__] = {"ok": False, "error": f"not applicable: {e}", "not_applicable": str(e)}
     except BaseException as e:  # noqa: BLE001 - a sub-check's failure is data here
         tb = traceback.format_exc(limit=int(os.environ.get("DSV4_TB_LIMIT", "3")))
         _results[fn.__name__] = {"ok": False, "error": f"{type(e).__name__}: {e}\n{tb}"}
