@@ -33,8 +33,20 @@ DEFAULT_OUT = "build"
 BASE_SUFFIX = ".base"
 
 
+_OUT_OK: set[tuple[Path, Path]] = set()
+
+
 def out_dir(project: Project, out: Path | None) -> Path:
-    return Path(out) if out else project.root / DEFAULT_OUT
+    """OUT: the given --out, refused where trees would replace what the checkout keeps
+    (outdir.refuse_tracked_out: patches/, tracked paths, the root), or build/ of the project."""
+    if not out:
+        return project.root / DEFAULT_OUT
+    if (project.root, Path(out)) not in _OUT_OK:
+        from .outdir import refuse_tracked_out
+
+        refuse_tracked_out(project.root, Path(out))
+        _OUT_OK.add((project.root, Path(out)))
+    return Path(out)
 
 
 def release_fields(cfg: StackConfig) -> dict:
@@ -516,6 +528,40 @@ def _bisect(project, cfgs, base_out, marker, pytest_args, log, progress, t0, fre
                                      missing_modules=missing_modules(outcomes))
             results = [r for r in results if r.stack != cfg.label] + step
     return RegressReport(results, time.monotonic() - t0, rc)
+
+
+def upstream_ci(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None,
+                out: Path | None = None, fresh: bool = False, lint: bool = True, tests: bool = True,
+                progress: Progress = None) -> RegressReport:
+    """`regress --level upstream-ci`: each patch of each release checked as the upstream's own CI
+    would (its pre-commit hooks, its in-tree tests under its pinned pytest; dsv4_patch/upstream_ci.py).
+    One PatchResult per patch whose rows are the checks."""
+    from . import upstream_ci as uci
+    from .regress import RegressReport
+    from .stack import load_stack
+    from .tree import build_tree
+
+    t0 = time.monotonic()
+    base_out = out_dir(project, out)
+    provider = uci.load_provider(project.root)
+    results, empty = [], []
+    for cfg in project.targets(stacks, releases):
+        patches = load_stack(cfg).patches
+        if not patches:
+            empty.append(cfg.label)
+            continue
+        patched = build_tree(cfg, base_out, progress=progress)
+        base = build_tree(cfg, base_out, name=cfg.label + BASE_SUFFIX, upto=0, force=True, progress=progress)
+
+        def pristine(release: str | None, _name: str = cfg.name) -> Path:
+            c = project.target(_name if release is None else f"{_name}@{release}")
+            return build_tree(c, base_out, name=c.label + BASE_SUFFIX, upto=0, force=True, progress=progress).tree
+
+        rel = uci.Release(cfg.label, patched.tree, base.tree, patches, cfg)
+        results += uci.run_release(rel, provider=provider, provider_file=project.root / uci.PROVIDER,
+                                   pristine=pristine, lint=lint, tests=tests, fresh=fresh, progress=progress)
+    rc = 1 if any(r.outcome in ("failed", "missing") for r in results) else 0
+    return RegressReport(results, time.monotonic() - t0, rc, no_patches=empty)
 
 
 # ---------------------------------------------------------------- pin

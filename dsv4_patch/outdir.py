@@ -26,6 +26,49 @@ from .atomicio import fsync_dir, write_atomic
 from .errors import Dsv4Error
 
 
+def refuse_tracked_out(root: Path, out: Path) -> None:
+    """A given --out must never be, contain or sit inside what the checkout keeps: the checkout
+    root (or a folder above it), patches/, .git/, a tracked file, or a folder holding tracked files
+    (docs/, tests/, ... and any folder below one). Trees are replaced wholesale there (--force
+    or not), so the patch files or the checkout itself would go. UsageError (exit 2), one line.
+    A folder of the checkout that holds no tracked file (build/, the default; trees/) is fine."""
+    from .errors import UsageError
+    from .gitcmd import Git
+
+    root, out = Path(root).resolve(), Path(out).resolve()
+    hint = "choose a folder outside the checkout's tracked files, e.g. build/ (the default) or /tmp/trees"
+
+    def refuse(why: str) -> None:
+        raise UsageError(f"--out {out}: {why}; --force does not change that", hint=hint)
+
+    if out == root:
+        refuse("is the checkout root")
+    if root.is_relative_to(out):
+        refuse(f"contains the checkout {root}")
+    if not out.is_relative_to(root):
+        return
+    rel = out.relative_to(root).parts
+    for kept in ("patches", ".git"):
+        if rel[0] == kept:
+            refuse(f"is {kept}/ of the checkout" if len(rel) == 1 else f"is inside {kept}/ of the checkout")
+    r = Git(root).run("ls-files", "-z", "--full-name", "--", ".", check=False)
+    if r.rc != 0:
+        return  # not a git checkout: patches/ and the root are what it keeps
+    top = Git(root).run("rev-parse", "--show-prefix", check=False).out.strip().strip("/")
+    prefix = tuple(Path(top).parts) if top else ()
+    target = prefix + rel
+    for name in filter(None, r.out.split("\0")):
+        parts = tuple(name.split("/"))
+        if parts == target:
+            refuse(f"is a tracked file of the checkout ({'/'.join(rel)})")
+        if parts[:len(target)] == target:
+            refuse(f"holds tracked files of the checkout ({'/'.join(parts[len(prefix):])})")
+        # inside a tracked folder: a folder above `out` (below the root) holds a tracked file
+        for k in range(len(prefix) + 1, len(target)):
+            if parts[:k] == target[:k] and len(parts) > k:
+                refuse(f"is inside {'/'.join(target[len(prefix):k])}/, a tracked folder of the checkout")
+
+
 class OutDir:
     def __init__(self, root: Path):
         self.root = Path(root).resolve()

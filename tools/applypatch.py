@@ -63,7 +63,8 @@ def _out_given(value: Optional[Path]) -> Optional[Path]:
 
 
 OutOpt = typer.Option(None, "--out", "-o", help="Output folder for patched trees [default: build/ in the project "
-                      "root (the folder holding patches/stacks.toml), wherever you run from].", callback=_out_given)
+                      "root (the folder holding patches/stacks.toml), wherever you run from]. Never the checkout root, "
+                      "patches/ or a folder holding tracked files (exit 2, --force or not).", callback=_out_given)
 ProjOpt = typer.Option(None, "--project", help="Checkout holding patches/stacks.toml [default: found from cwd].")
 ReleaseOpt = typer.Option(None, "--release", "-r", metavar="TAG", help="Only this upstream release of the stacks (repeatable; "
                           "e.g. v0.33.0) [default: every release]. STACK@TAG names one directly.")
@@ -305,6 +306,7 @@ def apply(
     try:
         proj = _project(project)
         targets = proj.targets(stacks, release)
+        api.out_dir(proj, out_dir)  # a --out on the checkout's tracked paths: one error, not one per target
         if (resume or abort) and not stacks:
             raise UsageError("--continue and --abort need the STACK whose apply stopped",
                              hint="e.g. dsv4-patch apply vllm --continue")
@@ -670,7 +672,8 @@ def build(
 
 
 SHORT_HELP = {"bump": "Rebase a stack onto a new upstream release or commit; one verdict per patch.",
-              "e2e": "End-to-end acceptance run on real hardware, judged stage by stage."}
+              "e2e": "End-to-end acceptance run on real hardware, judged stage by stage.",
+              "release": "Add, move or retire a release a stack is carried on (one command each)."}
 
 
 def _register_optional(argv: list[str] | None) -> None:
@@ -678,7 +681,8 @@ def _register_optional(argv: list[str] | None) -> None:
     they can be invoked or listed (their command, or top-level help), so `apply`'s no-op stays
     fast; imported as a library (argv None: tests, other tools) every command is registered."""
     first = None if argv is None else next((a for a in argv if not a.startswith("-")), None)
-    for name, module, func in (("e2e", "tools.cmd_e2e", "e2e"), ("bump", "tools.cmd_bump", "bump")):
+    for name, module, func in (("e2e", "tools.cmd_e2e", "e2e"), ("bump", "tools.cmd_bump", "bump"),
+                               ("release", "tools.cmd_release", "app")):
         if first not in (None, name):
             continue
         try:
@@ -688,6 +692,9 @@ def _register_optional(argv: list[str] | None) -> None:
         if name == "bump" and hasattr(mod, "_say"):
             # bump's progress (a cold --walk downloads for minutes) renders through the same view
             mod._say = _progress
+        if isinstance(getattr(mod, func), typer.Typer):  # a command group (`release add|move|retire`)
+            app.add_typer(getattr(mod, func), name=name, short_help=SHORT_HELP.get(name))
+            continue
         app.command(name, short_help=SHORT_HELP.get(name))(getattr(mod, func))
 
 
