@@ -154,6 +154,9 @@ def recover(tree: Path, write_state, force: bool = False) -> bool:
         # damaged one means the switch never started: the tree and its state are the old ones.
         journal.unlink()
         return False
+    from .localwork import clear_stale_index_lock
+
+    clear_stale_index_lock(tree, "an interrupted switch of this tree")  # read-tree killed before its rename
     g = Git(tree)
     ours = set(j["paths"])
     dirty = [p[3:] for p in g.run("status", "--porcelain", "-z", "--untracked-files=all").out.split("\0")

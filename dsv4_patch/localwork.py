@@ -167,3 +167,46 @@ def attempt_touched(tree: Path) -> bool:
     except (OSError, ValueError, KeyError, TypeError):
         return operation_in_progress(tree) is not None
     return left != attempt_snapshot(tree)
+
+
+def lock_holders(lock: Path) -> list[int] | None:
+    """The processes that have `lock` open (git keeps its `.lock` file open from creating it to
+    renaming it), from /proc; None where that cannot be known (no /proc)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    want = os.path.realpath(lock)
+    holders = []
+    for pid in (p for p in proc.iterdir() if p.name.isdigit()):
+        try:
+            fds = list((pid / "fd").iterdir())
+        except OSError:  # gone, or another user's process
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) == want:
+                    holders.append(int(pid.name))
+                    break
+            except OSError:
+                continue
+    return holders
+
+
+def clear_stale_index_lock(tree: Path, why: str) -> bool:
+    """Remove .git/index.lock that a killed git left in a tree this tool was changing (`why`
+    says which step): only when no process has it open. A lock some process holds, or one whose
+    holders cannot be known, is a one-line error. True when one was removed."""
+    from .errors import Dsv4Error
+
+    lock = git_dir(tree) / "index.lock"
+    if not lock.exists():
+        return False
+    holders = lock_holders(lock)
+    if holders is None:
+        raise Dsv4Error(f"{lock}: left by {why}; cannot tell here whether a git process still holds it",
+                        hint="if no git command is running in that tree, delete the file and re-run")
+    if holders:
+        raise Dsv4Error(f"{lock}: a running process (pid {holders[0]}) holds it",
+                        hint="wait for that git command to finish, then re-run")
+    lock.unlink(missing_ok=True)
+    return True

@@ -23,7 +23,7 @@ from .config import StackConfig
 from .errors import ConflictError, Dsv4Error, UsageError
 from .exporter import strip_trailer
 from .gitcmd import Git
-from .localwork import record_attempt
+from .localwork import clear_stale_index_lock, record_attempt
 from .outdir import OutDir
 from .patchfile import PatchFile, parse_patch_bytes
 from .sources import Cache, Progress, materialize
@@ -101,11 +101,11 @@ def _touched(patch: PatchFile) -> list[str]:
     return sorted({p for fd in patch.files for p in fd.paths})
 
 
-def _pre_blobs(g: Git, patch: PatchFile) -> dict[str, str]:
+def _pre_blobs(g: Git, patch: PatchFile, rev: str = "HEAD") -> dict[str, str]:
     """path -> blob id at HEAD ('absent' when missing): the pre-image the patch met (same values
     as bump's index, so bump and apply share keys)."""
     paths = _touched(patch)
-    out = g.run("ls-tree", "-z", "HEAD", "--", *paths).out if paths else ""
+    out = g.run("ls-tree", "-z", rev, "--", *paths).out if paths else ""
     found = {}
     for rec in filter(None, out.split("\0")):
         meta, _, path = rec.partition("\t")
@@ -133,6 +133,18 @@ def _commit_current(g: Git, patch: PatchFile) -> tuple[bool, str]:
         g.run("rm", "-q", "--cached", "--ignore-unmatch", "--", *gone)
     r = g.run("am", "--continue", check=False)
     return r.rc == 0, r.out + r.err
+
+
+def _skip_committed(g: Git, patch: PatchFile) -> str:
+    """`git am` committed `patch` but was killed before moving its queue on (.git/rebase-apply
+    still names it): move on with `git am --skip`, which resets the work tree to HEAD, so only
+    when nothing changed since the commit."""
+    if g.run("diff", "--quiet", "HEAD", check=False).rc != 0:
+        raise Dsv4Error(f"{g.path}: {patch.name} is committed, but git am stopped before moving on and files "
+                        "changed since",
+                        hint=f"save those edits, run `git -C {g.path} am --skip`, then `--continue` again")
+    r = g.run("am", "--skip", check=False)
+    return r.out + r.err
 
 
 def _remember(cfg: StackConfig, g: Git, patch: PatchFile, pre: str, key: str, root: Path) -> str:
@@ -235,6 +247,16 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
                 raise Dsv4Error(f"{rest[0].name}: git am neither applied it nor stopped in {tree}", details=log)
             continue
         patch = _current(tree, patches)
+        made = dict(_commits(g, g.rev(BASE_REF)))
+        if patch.name in made:  # git am was killed between its commit and moving on
+            pre = g.rev(f"{made[patch.name]}^")
+            key = resolutions.key(patch, _pre_blobs(g, patch, pre))
+            if resolutions.lookup(cfg, patch.name, key) is None:  # remember it, as the commit would have been
+                rel = _remember(cfg, g, patch, pre, key, root)
+                done.append(Resolved(patch.name, rel, "recorded"))
+            log = _skip_committed(g, patch)
+            first = False
+            continue
         pre = g.rev("HEAD")
         key = resolutions.key(patch, _pre_blobs(g, patch))
         how = "recorded"
@@ -344,6 +366,7 @@ def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | No
                                 hint="drop such a patch from the series (see Drop-When:), then apply again")
     with OutDir(out).locked():
         refuse_replacing(cfg, OutDir(out).tree(cfg.label), force)  # before anything is done
+        clear_stale_index_lock(tree, "a git command killed in the stopped attempt")
         done = _advance(cfg, tree, patches, root, by_hand=True, progress=progress,
                         stores=object_stores(cache, out, cfg.label))
         return ContinueResult(_finish(cfg, out, tree, cache, t0, done, force), done)

@@ -224,3 +224,81 @@ def test_a_killed_switch_is_still_completed_when_nobody_touched_it(env, monkeypa
     tree = _killed_switch(env, monkeypatch)
     assert env.apply().status == "noop"
     assert Git(tree).out("status", "--porcelain") == ""
+
+
+# ---------------------------------------------------------------- 8. kills that leave git's own state behind
+def _switch_killed_inside_read_tree(env, monkeypatch):
+    """The state a kill inside `git read-tree -m -u` leaves: the work tree written, the new index
+    still in .git/index.lock (git renames it last), the old index in place, the journal."""
+    from test_incremental import specs, write_series
+
+    write_series(env, specs([0, 1, 2, 3]))
+    tree = env.rebuild().tree
+    write_series(env, specs([0, 1, 2, 3], {1: "k"}))
+    real = Git.run
+
+    def run(self, *args, **kw):
+        if args[:3] == ("read-tree", "-m", "-u") and self.path == tree:
+            old = (tree / ".git/index").read_bytes()
+            real(self, *args, **kw)
+            (tree / ".git/index").rename(tree / ".git/index.lock")
+            (tree / ".git/index").write_bytes(old)
+            raise KeyboardInterrupt
+        return real(self, *args, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(Git, "run", run)
+        with pytest.raises(KeyboardInterrupt):
+            env.apply()
+    assert (tree / ".git/index.lock").exists() and (tree / ".git/dsv4/switch.json").exists()
+    return tree
+
+
+def test_a_stale_index_lock_of_a_killed_switch_is_cleared(env, monkeypatch):
+    from test_incremental import full_rebuild, snapshot
+
+    tree = _switch_killed_inside_read_tree(env, monkeypatch)
+    res = env.apply()
+    assert res.status == "noop" and not (tree / ".git/index.lock").exists()
+    assert snapshot(res) == snapshot(full_rebuild(env))
+
+
+def test_an_index_lock_a_process_holds_is_left_alone(env, monkeypatch):
+    tree = _switch_killed_inside_read_tree(env, monkeypatch)
+    with open(tree / ".git/index.lock", "rb"):  # a live process has it open (this one)
+        with pytest.raises(Dsv4Error, match=r"index\.lock: a running process \(pid \d+\) holds it"):
+            env.apply()
+        assert (tree / ".git/index.lock").exists()
+    assert env.apply().status == "noop"
+
+
+def test_continue_after_a_kill_at_the_end_of_git_am_continue(env, monkeypatch):
+    """git am --continue commits, then moves its queue on: a kill between the two leaves the patch
+    committed while .git/rebase-apply still names it. The next --continue goes on from there (it
+    used to advise dropping the patch as one that "changes nothing")."""
+    from dsv4_patch import resolve
+
+    failed = _stack_that_conflicts(env, keep_old_tree=False)
+    _resolve_by_hand(failed)
+    real = resolve._commit_current
+
+    def killed_at_the_end(g, patch):
+        saved = env.tmp / "rebase-apply-before"
+        shutil.copytree(g.path / ".git/rebase-apply", saved)
+        real(g, patch)
+        shutil.rmtree(g.path / ".git/rebase-apply", ignore_errors=True)
+        shutil.copytree(saved, g.path / ".git/rebase-apply")
+        (g.path / ".git/index.lock").write_bytes(b"")  # and a lock nobody holds any more
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(resolve, "_commit_current", killed_at_the_end)
+        with pytest.raises(KeyboardInterrupt):
+            _apply(env, resume=True)
+    assert (failed / ".git/rebase-apply").is_dir() and (failed / ".git/index.lock").exists()
+    res = _apply(env, resume=True)[0]
+    log = git(res.tree, "log", "--format=%s", "refs/dsv4/base..HEAD").split("\n")
+    assert log[:2] == ["[DSV4] Seven", "[DSV4] Three"]  # each patch committed once
+    assert "line three (upstream)" in (res.tree / "src/a.py").read_text()
+    stored = sorted((env.root / "patches/demo/resolutions").rglob("*.patch"))
+    assert len(stored) == 1 and b"+line three (upstream)" in stored[0].read_bytes()  # remembered all the same
