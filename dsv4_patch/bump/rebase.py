@@ -323,6 +323,16 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
                          [], "", status="current", seconds=time.monotonic() - t0)
         return rep, None
     old_tree = _old_stack(cfg, out, old, cache, progress) if old else None
+    sem = None
+    if opts.semantic:
+        with outdir.locked():
+            pristine = pristine_checkout(out / f"{stack}.bump-upstream", target.base)
+        # Outside the output folder's lock: the intent tests may build trees in OUT themselves (which
+        # takes that lock, and recovers the folder: it would drop our staging). The stack lock, held,
+        # is passed on to them (locks.child_spawn).
+        ported, where = release_port(cfg, target.label)
+        sem = semantic_check(project.root, cfg, pristine, loaded.patches, partial=target.partial,
+                             ported=ported, ported_where=where, target=target.label, progress=progress)
     with outdir.locked():
         name = f"{stack}.bump"
         staging = outdir.new_staging(name)
@@ -332,12 +342,6 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         add_alternates(staging / ".git", ([old.git_dir] if old else []) + ([old_tree / ".git"] if old_tree else []))
         g.run("checkout", "--quiet", "-B", f"dsv4/{stack}", target.base.commit)
         g.run("update-ref", BASE_REF, target.base.commit)
-        sem = None
-        if opts.semantic:
-            pristine = pristine_checkout(out / f"{stack}.bump-upstream", target.base)
-            ported, where = release_port(cfg, target.label)
-            sem = semantic_check(project.root, cfg, pristine, loaded.patches, partial=target.partial,
-                                 ported=ported, ported_where=where, target=target.label, progress=progress)
         drop = {s.patch for s in sem or [] if s.fixed} if opts.drop_upstreamed else set()
         outcomes, blocked = _rebase(g, cfg, loaded.patches, opts, progress, target.partial, drop)
         outdir.swap_in(name, staging)
