@@ -385,7 +385,9 @@ def _semantic_at_pin(project: Project, cfg: StackConfig, patches, pristine: Path
     without its patch proves nothing (or the pin already has the fix)."""
     from .bump.semantic import check as semantic_check
 
-    row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg.name, pristine, patches, progress=progress)]
+    # the release's own variables (DSV4_RELEASE_<STACK>, DSV4_TREE_<STACK>__<TAG>): a further release's tests
+    # asking for it by tag get the pristine pin, not a tree they would build
+    row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg, pristine, patches, progress=progress)]
     for s in row.semantic:
         if s["verdict"] == "fixed-upstream":
             row.warnings.append(f"{s['patch']}: its intent tests pass on the pristine pin without it ({s['reason']})")

@@ -214,10 +214,57 @@ def own_basetemp(scratch: str, pytest_args: tuple[str, ...] = (), env_extra: dic
     return [f"--basetemp={Path(scratch) / 'pytest-tmp'}"]
 
 
+TIMEOUT_ENV = "DSV4_REGRESS_TIMEOUT"  # seconds one regress pytest run may take [default: no bound]
+
+
+def stop_group(p: subprocess.Popen) -> None:
+    """Stop a child started with start_new_session and everything it started (its process group)."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            p.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_bounded(argv: list[str], timeout: float | None, **kw) -> tuple[int, bool]:
+    """subprocess.run in a process group of its own, stopped as a whole past `timeout` (or when we
+    are interrupted); returns (exit code, timed out)."""
+    p = subprocess.Popen(argv, start_new_session=True, **kw)
+    try:
+        return p.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        stop_group(p)
+        return p.returncode, True
+    except BaseException:
+        stop_group(p)
+        raise
+
+
+def regress_timeout() -> float | None:
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise Dsv4Error(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds",
+                        hint="set it to the seconds one regress pytest run may take, or unset it") from None
+    return value if value > 0 else None
+
+
 def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marker: str | None = None,
                pytest_args: tuple[str, ...] = (), log=None, fresh: bool = False) -> tuple[int, dict[str, dict]]:
     """Run pytest on `nodes` in a child process; returns (exit code, outcome per node id). `fresh`:
-    the tests read no check result an earlier run stored (RESULT_CACHE_ENV)."""
+    the tests read no check result an earlier run stored (RESULT_CACHE_ENV). Bounded by
+    DSV4_REGRESS_TIMEOUT when set (the scheduled bump sets it from its budget): past it the run
+    and its children are stopped and the run is an error (no verdict), naming the variable."""
     with tempfile.TemporaryDirectory() as td:
         results_file = Path(td) / "results.json"
         from .locks import child_spawn  # the stack locks we hold reach the child (locks.py)
@@ -232,16 +279,20 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.pytest_results", "-p", "no:cacheprovider",
                 "-p", "no:xdist", "-q", "-rs", *own_basetemp(td, pytest_args, env_extra), *(["-m", marker] if marker else []),
                 *pytest_args, *nodes]
-        p = subprocess.run(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
-                           stderr=subprocess.STDOUT, pass_fds=fds)
+        limit = regress_timeout()
+        rc, timed_out = run_bounded(argv, limit, cwd=root, env=env, pass_fds=fds,
+                                    stdout=log if log is not None else subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        if timed_out:
+            raise Dsv4Error(f"the regression tests ran past {limit:.0f} s ({TIMEOUT_ENV}): stopped, no verdict",
+                            hint=f"raise {TIMEOUT_ENV}, or run `dsv4-patch regress` on its own to see which test hangs")
         outcomes = json.loads(results_file.read_text()) if results_file.exists() else {}
     collection_failed = any(o.get("why", "").startswith("collection error") for o in outcomes.values())
-    if p.returncode == 3 or (p.returncode in (2, 4) and not collection_failed):
+    if rc == 3 or (rc in (2, 4) and not collection_failed):
         # internal error, usage error, interrupted: no verdict at all (a module that does not
         # import is a verdict: its tests fail, with the reason)
-        raise Dsv4Error(f"pytest could not run the bound tests (exit {p.returncode})",
+        raise Dsv4Error(f"pytest could not run the bound tests (exit {rc})",
                         hint="its output above says why; check the Regression-Test ids with `dsv4-patch check`")
-    return p.returncode, outcomes
+    return rc, outcomes
 
 
 def match(node: str, outcomes: dict[str, dict]) -> tuple[str, str]:

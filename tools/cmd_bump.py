@@ -60,9 +60,20 @@ after an earlier patch blocked lacks that patch's changes: the report says which
 When the stack carries another release whose series fits REF better (or REF is a carried
 release), the report's Advice says so with the command to run (`dsv4-patch release add|move`).
 
-Exit codes: 0 ok, 1 error (or regression failed), 2 usage, 3 conflicts remain / upstreamed or
-fixed-upstream patches not dropped / a partial tree (compared, nothing written) / a walk found a
-patch that stops applying."""
+Evidence: the result is `ok` only when every carried patch was verified: its regression tests
+ran and passed on the rebased tree (`partial`, some skipped with a reason, counts) and its intent
+tests failed on the pristine REF (`needed`). Otherwise it is `unverified` (exit 4): the patches
+are refreshed and the pin moved as for ok, and the report's Evidence section names each patch
+without evidence and why (its tests all skipped, none bound, --no-regress / --no-semantic, intent
+verdict untestable / no-intent / probe-error / unimportable / timeout). The intent run is bounded
+by DSV4_INTENT_TIMEOUT (seconds, default 600, for one stack's whole run): a patch whose intent tests
+did not finish gets `timeout`. With --latest, a stack already at the newest release is `current`
+(exit 0) before any tree is built or test run.
+
+Exit codes: 0 ok (every carried patch verified) or already at the newest, 1 error (or a
+regression test failed), 2 usage, 3 conflicts remain / upstreamed or fixed-upstream patches not
+dropped / a partial tree (compared, nothing written) / a walk found a patch that stops applying,
+4 unverified (everything applied and was written, but a carried patch has no evidence)."""
 
 
 def _say(quiet: bool):
@@ -132,15 +143,15 @@ def bump(
                            force=force)
         rep = run_bump(proj, stack, ref, latest=latest, opts=opts, progress=say)
         md, js = write_bump(rep, (out_dir or proj.root / "build") / f"{stack}.bump-report.md")
-        if report:
-            write_bump(rep, report)
+        if report:  # where it says: the markdown at PATH, the JSON beside it (PATH.json if PATH ends so)
+            md, js = write_bump(rep, report)
         if as_json:
             print(json.dumps({**rep.to_dict(), "recorded": recorded, "report": str(md)}, indent=1, default=str))
         else:
             print(bump_markdown(rep))
             print(f"report: {md} and {js}", file=sys.stderr)
         if annotate:
-            for line in annotations(rep.outcomes, patch_dir, rep.new["label"], rep.semantic):
+            for line in annotations(rep.outcomes, patch_dir, rep.new["label"], rep.semantic, rep.unverified):
                 print(line)
         raise typer.Exit(rep.exit_code)
     except Dsv4Error as e:

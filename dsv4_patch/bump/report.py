@@ -30,22 +30,54 @@ def _detail_in_tree(o: Outcome) -> str:
     return o.note
 
 
+RESULT_WORDS = {
+    "ok": "every carried patch applied and was verified (its regression tests passed, its intent tests "
+          "show upstream still needs it)",
+    "unverified": "every patch applied and was written, but not every carried patch was verified: "
+                  "see Evidence; nothing here says they work on the new upstream",
+    "failed": "every patch applied, but a regression test failed",
+    "conflicts": "a patch does not apply: see Conflicts; nothing was written",
+    "upstreamed": "a patch is already upstream (or fixed upstream its own way): nothing was written",
+    "partial": "a partial tree: compared, nothing written",
+    "current": "already at the newest: nothing to do, no test run",
+}
+
+
+def _evidence(rep: BumpReport, patch: str) -> str:
+    if rep.status != "ok":
+        return "-"
+    if patch not in rep.refreshed:
+        return "dropped"
+    return "unverified" if patch in rep.unverified else "verified"
+
+
 def bump_markdown(rep: BumpReport) -> str:
     lines = [f"# Bump {rep.stack}: {rep.old['label']} → {rep.new['label']}", "",
              f"- old base: `{rep.old['commit'][:12]}` ({rep.old['source']})",
              f"- new base: `{rep.new['commit'][:12]}` ({rep.new['source']})",
-             f"- result: **{rep.status}** (exit {rep.exit_code}); rebased tree `{rep.tree}`", ""]
+             f"- result: **{rep.result}** (exit {rep.exit_code}): {RESULT_WORDS.get(rep.result, rep.result)}"
+             + (f"; rebased tree `{rep.tree}`" if rep.tree else ""), ""]
+    if rep.status == "current":
+        return "\n".join(lines) + "\n"
     if rep.new.get("what"):
         lines.insert(3, f"- new tree: {rep.new['what']}")
     if rep.new.get("partial") is not None:
         lines.insert(4, "- partial tree: carries only " + ", ".join(f"`{p}`" for p in rep.new["partial"])
                      + "; nothing is exported from it or pinned to it")
-    lines += ["| # | patch | result | semantic | detail |", "| --- | --- | --- | --- | --- |"]
+    lines += ["| # | patch | result | semantic | evidence | detail |", "| --- | --- | --- | --- | --- | --- |"]
     for i, o in enumerate(rep.outcomes, 1):
         sem = rep.verdict(o.patch)
-        lines.append(f"| {i} | `{o.patch}` | {o.status} | {sem.verdict if sem else 'not run'} | {_detail(o) or '-'} |")
+        lines.append(f"| {i} | `{o.patch}` | {o.status} | {sem.verdict if sem else 'not run'} | "
+                     f"{_evidence(rep, o.patch)} | {_detail(o) or '-'} |")
     if not rep.outcomes:
-        lines.append("| - | (0 patches in series: nothing to carry forward) | - | - | - |")
+        lines.append("| - | (0 patches in series: nothing to carry forward) | - | - | - | - |")
+    if rep.unverified:
+        lines += ["", f"## Evidence: **unverified** ({len(rep.unverified)} of {len(rep.refreshed)} carried "
+                  "patches)", "",
+                  "A patch is verified only when its regression tests ran and passed on the rebased tree and "
+                  "its intent tests failed on the pristine new upstream (`needed`). Not verified:", ""]
+        for patch, why in rep.unverified.items():
+            lines.append(f"- `{patch}`: **unverified**: " + "; ".join(why))
     if rep.semantic:
         lines += ["", "## Semantic verdicts (intent tests on the pristine new upstream, without the patch)", ""]
         for s in rep.semantic:
@@ -87,10 +119,13 @@ def bump_markdown(rep: BumpReport) -> str:
     lines += ["", "## Range-diff (old stack → new stack)", "", "```", rep.range_diff.rstrip() or "(empty)", "```"]
     lines += ["", "## Regression", ""]
     if rep.regress is None:
-        why = {"ok": " (--no-regress)", "partial": " (a partial tree is never exported from)"}.get(rep.status, " (conflicts remain)")
+        why = {"ok": " (--no-regress)", "partial": " (a partial tree is never exported from)",
+               "upstreamed": " (nothing was written)"}.get(rep.status, " (conflicts remain)")
         lines.append("not run" + why)
     else:
-        lines.append(f"ok: **{rep.regress.get('ok')}**" + (f" — {rep.regress['error']}" if rep.regress.get("error") else ""))
+        word = ("failed" if not rep.regress.get("ok") else
+                "verified" if rep.regress.get("verified", False) else "unverified (a patch's tests all skipped, or none)")
+        lines.append(f"result: **{word}**" + (f" — {rep.regress['error']}" if rep.regress.get("error") else ""))
         lines += ["", "| patch | outcome | tests |", "| --- | --- | --- |"]
         for p in rep.regress.get("patches", []):
             tests = ", ".join(f"{k.rsplit('::', 1)[-1]}={v}" for k, v in p["tests"].items())
@@ -144,10 +179,15 @@ def annotation(level: str, file: str, line: int, message: str) -> str:
     return f"::{level} file={_esc_prop(file)},line={max(1, line)}::{_esc_data(message)}"
 
 
-def annotations(outcomes: list[Outcome], patch_dir: str, where: str, semantic=None) -> list[str]:
+def annotations(outcomes: list[Outcome], patch_dir: str, where: str, semantic=None,
+                unverified: dict[str, list[str]] | None = None) -> list[str]:
     """Problem-matcher lines pointing at the failing hunk headers of the patch files (and, given
-    the semantic verdicts, a warning on each patch found fixed upstream)."""
+    the semantic verdicts, a warning on each patch found fixed upstream; given `unverified`, a
+    warning on each carried patch that nothing verified)."""
     out = []
+    for patch, why in (unverified or {}).items():
+        out.append(annotation("warning", f"{patch_dir.rstrip('/')}/{patch}", 1,
+                              f"{patch}: unverified on {where}: " + "; ".join(why)))
     for s in semantic or []:
         if s.fixed:
             out.append(annotation("warning", f"{patch_dir.rstrip('/')}/{s.patch}", 1,
@@ -171,8 +211,15 @@ def annotations(outcomes: list[Outcome], patch_dir: str, where: str, semantic=No
 
 
 def write_bump(rep: BumpReport, path_md: Path) -> tuple[Path, Path]:
+    """The markdown at `path_md`, the JSON beside it (`x.md` -> `x.json`); a path that already ends
+    in .json gets the JSON, the markdown beside it (`x.json` -> `x.md`), so neither overwrites the
+    other. Returns (markdown, json)."""
+    path_md = Path(path_md)
+    if path_md.suffix == ".json":
+        path_md, pj = path_md.with_suffix(".md"), path_md
+    else:
+        pj = path_md.with_suffix(".json") if path_md.suffix else path_md.with_name(path_md.name + ".json")
     path_md.parent.mkdir(parents=True, exist_ok=True)
     path_md.write_text(bump_markdown(rep))
-    pj = path_md.with_suffix(".json")
     pj.write_text(json.dumps(rep.to_dict(), indent=1, default=str))
     return path_md, pj

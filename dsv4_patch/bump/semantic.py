@@ -58,7 +58,7 @@ from ..config import StackConfig, env_key
 from ..errors import Dsv4Error
 from ..locks import child_spawn
 from ..patchfile import PatchFile
-from ..regress import RUN_DIR_ENV, own_basetemp, release_tree_env
+from ..regress import RUN_DIR_ENV, own_basetemp, release_tree_env, run_bounded
 from ..sources import BaseTree, Progress
 from ..sources.base import say
 from .classify import in_tree
@@ -233,22 +233,6 @@ def intent_timeout() -> float:
     return value
 
 
-def _stop(p: subprocess.Popen) -> None:
-    """Stop the run and everything it started (a check script, a pip install): its process group."""
-    import signal
-
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
-        try:
-            os.killpg(p.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            p.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *, timeout: float | None = None,
                      log=None) -> dict[str, dict]:
     """Run pytest on `nodes` in one child process; the per-node records of intent_results.py.
@@ -275,17 +259,9 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
         modules = list(dict.fromkeys(n.split("::", 1)[0] for n in nodes))
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.bump.intent_results", "-p", "no:cacheprovider",
                 "-p", "no:xdist", "--continue-on-collection-errors", "-q", "-rs", *own_basetemp(td, env_extra=env_extra), *modules]
-        p = subprocess.Popen(argv, cwd=root, env=env, stdout=log if log is not None else subprocess.DEVNULL,
-                             stderr=subprocess.STDOUT, pass_fds=fds, start_new_session=True)
-        timed_out = False
-        try:
-            p.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _stop(p)
-        except BaseException:  # interrupted: nothing of the run may outlive us
-            _stop(p)
-            raise
+        # its own process group, stopped as a whole past the bound (a check script, a pip install with it)
+        rc, timed_out = run_bounded(argv, limit, cwd=root, env=env, pass_fds=fds,
+                                    stdout=log if log is not None else subprocess.DEVNULL, stderr=subprocess.STDOUT)
         try:
             data = json.loads(results.read_text()) if results.exists() else {}
         except ValueError:  # cut off while writing (the plugin replaces the file whole: should not happen)
@@ -298,8 +274,8 @@ def run_intent_tests(root: Path, nodes: list[str], env_extra: dict[str, str], *,
                                      "why": f"still running when {why}"}
         data["<timeout>"] = {"outcome": "timeout", "when": "", "exc": "", "assertion": False, "why": why}
         return data
-    if p.returncode not in (0, 1, 2, 5) and not data:  # internal/usage error, or killed: no record at all
-        raise Dsv4Error(f"pytest could not run the intent tests (exit {p.returncode})",
+    if rc not in (0, 1, 2, 5) and not data:  # internal/usage error, or killed: no record at all
+        raise Dsv4Error(f"pytest could not run the intent tests (exit {rc})",
                         hint="check the Regression-Test / Drop-When ids with `dsv4-patch check`; a negative exit "
                              "is a signal (the intent run was killed: memory?)")
     return data
