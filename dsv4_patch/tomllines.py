@@ -85,3 +85,82 @@ def _prefix(a: tuple, b: tuple) -> int:
             break
         n += 1
     return n
+
+
+# --- line-preserving edits (release add / move / retire) ----------------------------------------
+
+def header_of(line: str) -> tuple | None:
+    """The key path of a `[table]` / `[[array]]` header line (None for any other line)."""
+    hp = _header_path(line)
+    return hp[0] if hp else None
+
+
+def _blocks(lines: list[str], prefix: tuple) -> list[tuple[int, int]]:
+    """(start, end) of every table whose header path starts with `prefix`. A block ends at the
+    next header; the comments right above that header (after the block's last blank line) and
+    the blank lines before them belong to the next table and stay."""
+    out = []
+    heads = [i for i, ln in enumerate(lines) if header_of(ln) is not None]
+    for n, i in enumerate(heads):
+        path = header_of(lines[i])
+        if path[:len(prefix)] != prefix:
+            continue
+        end = heads[n + 1] if n + 1 < len(heads) else len(lines)
+        while end > i + 1 and lines[end - 1].lstrip().startswith("#"):
+            end -= 1  # the next table's leading comments
+        out.append((i, end))
+    return out
+
+
+def remove_tables(text: str, prefix: tuple) -> str:
+    """Drop every table under `prefix` (its header, keys and comments inside), nothing else; at
+    most one blank line is left where they were."""
+    lines = text.splitlines(keepends=True)
+    drop = set()
+    for a, b in _blocks(lines, prefix):
+        drop.update(range(a, b))
+    kept = [ln for i, ln in enumerate(lines) if i not in drop]
+    out: list[str] = []
+    for ln in kept:  # no run of blank lines longer than one where a block went
+        if not ln.strip() and out and not out[-1].strip():
+            continue
+        out.append(ln)
+    return "".join(out)
+
+
+def rename_tables(text: str, prefix: tuple, new_last: str) -> str:
+    """Rename the last key of `prefix` in every header under it (`[stacks.vllm.releases."v0.33.0"]`
+    and its `.sources` arrays -> `"v0.34.0"`), keeping each line's other bytes."""
+    lines = text.splitlines(keepends=True)
+    old_last = prefix[-1]
+    for i, ln in enumerate(lines):
+        path = header_of(ln)
+        if path is None or path[:len(prefix)] != prefix:
+            continue
+        for quoted in (f'"{old_last}"', f"'{old_last}'", old_last):
+            head, sep, tail = ln.partition("]")
+            if quoted in head:
+                lines[i] = head.replace(quoted, f'"{new_last}"', 1) + sep + tail
+                break
+        if header_of(lines[i])[:len(prefix)] != prefix[:-1] + (new_last,):
+            raise ValueError(f"cannot rename the header {ln.strip()}")
+    return "".join(lines)
+
+
+def insert_after(text: str, prefix: tuple, block: str) -> str:
+    """Insert `block` (TOML text) after the last table under `prefix` (the stack), before the
+    next table's leading comments and blank lines."""
+    lines = text.splitlines(keepends=True)
+    blocks = _blocks(lines, prefix)
+    end = blocks[-1][1] if blocks else len(lines)
+    while end > 0 and not lines[end - 1].strip():
+        end -= 1
+    body = "\n" + block.rstrip("\n") + "\n"
+    if end < len(lines):
+        body += "\n"
+    if lines[:end] and not lines[end - 1].endswith("\n"):
+        body = "\n" + body
+    rest = lines[end:]
+    while rest and not rest[0].strip():
+        rest = rest[1:]
+    return "".join(lines[:end]) + body + "".join(rest)

@@ -344,6 +344,8 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         g.run("update-ref", BASE_REF, target.base.commit)
         drop = {s.patch for s in sem or [] if s.fixed} if opts.drop_upstreamed else set()
         outcomes, blocked = _rebase(g, cfg, loaded.patches, opts, progress, target.partial, drop)
+        from ..releases import advice  # a carried release's port; messages naming the old release
+        hints = advice(project, cfg, target, g, outcomes, loaded.patches)
         outdir.swap_in(name, staging)
     tree = out / name
     pin_source = old.source if old else "unreachable here: no pre-images, no range-diff"
@@ -352,6 +354,9 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
                      outcomes, str(tree), semantic=sem)
     if target.what:
         rep.new["what"] = target.what
+    rep.new["pin"] = target.pin  # what `release add|move` writes (bump --into leaves the pin alone)
+    rep.new["source_index"] = next((i for i, s in enumerate(cfg.sources) if s is target.spec), None)
+    rep.hints = hints
     if target.partial is not None:
         rep.new["partial"] = target.partial
     if opts.conflict_trees:

@@ -103,3 +103,199 @@ def test_the_report_names_the_blocked_patches_a_tree_lacks(benv):
     assert "This tree lacks the earlier blocked patch(es) `pa.patch`" in bump_markdown(rep)
     data = json.loads(json.dumps(rep.to_dict(), default=str))
     assert data["trees"]["skipped_before"]["pb.patch"] == ["pa.patch"]
+
+
+# --- release add / move / retire ---------------------------------------------------------------
+
+from synth import META, author_commit, git  # noqa: E402
+from test_releases import two_releases  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from dsv4_patch import releases  # noqa: E402
+from dsv4_patch.exporter import export_stack  # noqa: E402
+from dsv4_patch.tree import build_tree  # noqa: E402
+from tools.applypatch import app  # noqa: E402
+
+OPTS = dict(regress=False, semantic=False)
+
+
+def _v3(env, c_txt: str | None = None) -> str:
+    """The next upstream release, tagged v3: b.txt gains a line on top (c.txt changed if given)."""
+    env.up.write("src/b.txt", "top\n" + numbered(30, "b"))
+    if c_txt is not None:
+        env.up.write("src/c.txt", c_txt)
+    sha = env.up.commit("v3")
+    git(env.up.path, "tag", "v3")
+    return sha
+
+
+def _cli(env, *args):
+    return CliRunner().invoke(app, ["release", *args, "--project", str(env.root), "--out", str(env.out)])
+
+
+def test_release_add_carries_the_nearest_series_and_writes_table_and_folder_together(env):
+    two_releases(env)
+    v3 = _v3(env)
+    toml = env.root / "patches/stacks.toml"
+    before = toml.read_text()
+    res = releases.add(load_project(env.root), "demo", "v3", opts=releases.ReleaseOptions(out=env.out, **OPTS),
+                       cache=env.cache)
+    assert (res.status, res.exit_code, res.source_release) == ("ok", 0, "v2")  # the newest release older than v3
+    after = toml.read_text()
+    assert after.startswith(before.rstrip("\n")) and '[stacks.demo.releases."v3"]' in after  # the rest byte for byte
+    rel = load_project(env.root).target("demo@v3")
+    assert rel.commit == v3 and rel.patch_dir == env.root / "patches/demo/releases/v3"
+    assert (rel.patch_dir / "series").read_text().split()[-1] == "cee.patch"
+    assert not list(rel.patch_dir.parent.glob(".*"))  # no staging folder left
+    built = build_tree(rel, env.out, cache=env.cache)
+    assert (built.tree / "src/c.txt").read_text() == "patched in v2\n" and (built.tree / "src/b.txt").read_text().startswith("top\n")
+    # a second add of the same release is refused, naming move
+    r = _cli(env, "add", "demo", "v3")
+    assert r.exit_code == 2 and "release move demo v3" in r.output
+
+
+def test_release_add_stops_on_a_conflict_with_nothing_written_then_takes_the_resolution(env):
+    two_releases(env)
+    _v3(env, c_txt="changed in v3\n")  # v2's patch rewrites this very line
+    toml = env.root / "patches/stacks.toml"
+    before = toml.read_text()
+    r = _cli(env, "add", "demo", "v3", "--no-regress", "--no-semantic")
+    assert r.exit_code == 3, r.output
+    err = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "cee.patch" not in err[0] and "demo@v2.bump-conflicts/cee" in err[0]
+    assert toml.read_text() == before and not (env.root / "patches/demo/releases/v3").exists()
+    assert not list((env.root / "patches/demo/releases").glob(".*"))
+    tree = env.out / "demo@v2.bump-conflicts/cee"
+    (tree / "src/c.txt").write_text("patched in v3\n")
+    r = _cli(env, "add", "demo", "v3", "--no-regress", "--no-semantic", "--record-resolution")
+    assert r.exit_code == 0, r.output
+    assert "cee.patch: resolved" in r.output
+    assert "+patched in v3" in (env.root / "patches/demo/releases/v3/cee.patch").read_text()
+
+
+def test_release_add_dry_run_and_json_write_nothing(env):
+    two_releases(env)
+    _v3(env)
+    toml = env.root / "patches/stacks.toml"
+    before = toml.read_text()
+    r = _cli(env, "add", "demo", "v3", "--from", "v2", "--dry-run", "--json", "--no-semantic")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["status"] == "dry-run" and data["from"] == "v2" and '[stacks.demo.releases."v3"]' in data["toml_block"]
+    assert toml.read_text() == before and not (env.root / "patches/demo/releases/v3").exists()
+
+
+def test_release_move_renames_table_and_folder_and_repins(env):
+    two_releases(env)
+    v3 = _v3(env)
+    r = _cli(env, "move", "demo", "v2", "v3", "--no-regress", "--no-semantic")
+    assert r.exit_code == 0, r.output
+    proj = load_project(env.root)
+    assert [c.label for c in proj.targets()] == ["demo", "demo@v3"]
+    assert proj.target("demo@v3").commit == v3
+    assert not (env.root / "patches/demo/releases/v2").exists()
+    assert (env.root / "patches/demo/releases/v3/cee.patch").is_file()
+    assert "v2" not in (env.root / "patches/stacks.toml").read_text().split("[stacks.demo.releases")[1]
+
+
+def test_release_retire_removes_a_release_refuses_the_primary_and_names_the_history(env):
+    two_releases(env)
+    git(env.root, "init", "-q")
+    git(env.root, "add", "-A", "patches")
+    git(env.root, "commit", "-q", "-m", "project")
+    head = git(env.root, "rev-parse", "--short", "HEAD").strip()
+    primary = load_project(env.root).stack("demo").release
+    r = _cli(env, "retire", "demo", primary)
+    assert r.exit_code == 2 and "primary" in r.output
+    (env.root / "patches/demo/releases/v2/series").write_text("# edited\ncee.patch\n")
+    r = _cli(env, "retire", "demo", "v2")
+    assert r.exit_code == 1 and "git does not hold" in r.output
+    git(env.root, "checkout", "-q", "--", "patches/demo/releases/v2/series")
+    r = _cli(env, "retire", "demo", "v2", "--dry-run")
+    assert r.exit_code == 0 and (env.root / "patches/demo/releases/v2").is_dir()
+    r = _cli(env, "retire", "demo", "v2")
+    assert r.exit_code == 0, r.output
+    assert f"git checkout {head} -- patches/demo/releases/v2" in r.output
+    assert not (env.root / "patches/demo/releases/v2").exists()
+    assert [c.label for c in load_project(env.root).targets()] == ["demo"]
+    assert "releases" not in (env.root / "patches/stacks.toml").read_text()
+
+
+def test_every_release_command_teaches_in_its_help():
+    for cmd in ("add", "move", "retire"):
+        r = CliRunner().invoke(app, ["release", cmd, "--help"])
+        assert r.exit_code == 0 and "--json" in r.output and "--dry-run" in r.output and "dsv4-patch release" in r.output
+
+
+# --- bump's advice -------------------------------------------------------------------------------
+
+def test_bump_suggests_the_carried_release_whose_series_fits(env):
+    two_releases(env)
+    env.up.write("src/a.py", "header\n" + numbered(60).replace("line 3\n", "line 3 upstream\n"))
+    git(env.up.path, "commit", "-q", "-am", "v3")
+    git(env.up.path, "tag", "v3")
+    rep = bump(load_project(env.root), "demo", "v3", opts=BumpOptions(out=env.out, **OPTS), cache=env.cache)
+    assert rep.status == "conflicts"
+    [hint] = [h for h in rep.hints if "fits" in h]
+    assert "the v2 series fits v3 better: 1 of 1 patches apply" in hint
+    assert hint.endswith("`dsv4-patch release add demo v3 --from v2`")
+    assert "## Advice" in bump_markdown(rep)
+
+
+def test_bump_onto_a_carried_release_says_so(env):
+    two_releases(env)
+    git(env.up.path, "tag", "v2")
+    rep = bump(load_project(env.root), "demo", "v2", opts=BumpOptions(out=env.out, **OPTS), cache=env.cache)
+    assert any(h.startswith("demo already carries v2 (patches/demo/releases/v2): `dsv4-patch apply demo@v2`")
+               for h in rep.hints), rep.hints
+
+
+# --- carried messages ----------------------------------------------------------------------------
+
+def _versioned_release(env) -> None:
+    """Release v0.2.0 carried with one patch whose message names v0.2.0 and its tests; tests for
+    v0.3.0 exist for one of its two ids."""
+    for v in ("v0_2", "v0_3"):
+        d = env.root / "tests/regress/demo" / v
+        d.mkdir(parents=True, exist_ok=True)
+        body = "def test_release():\n    pass\n" + ("def test_other():\n    pass\n" if v == "v0_2" else "")
+        (d / f"test_{v}_demo.py").write_text(body)
+    env.up.write("src/c.txt", "new\n")
+    v2 = env.up.commit("0.2.0")
+    toml = env.root / "patches/stacks.toml"
+    toml.write_text(toml.read_text() + f'\n[stacks.demo.releases."v0.2.0"]\ncommit = "{v2}"\n\n'
+                    f'[[stacks.demo.releases."v0.2.0".sources]]\nkind = "path"\npath = "{env.up.path}"\n')
+    rel = load_project(env.root).target("demo@v0.2.0")
+    rel.patch_dir.mkdir(parents=True)
+    (rel.patch_dir / "series").write_text("# series\n")
+    tree = build_tree(rel, env.out, cache=env.cache).tree
+    meta = META.replace("Regression-Test: tests/test_demo.py::test_ok\n",
+                        "Regression-Test: tests/regress/demo/v0_2/test_v0_2_demo.py::test_release\n"
+                        "Regression-Test: tests/regress/demo/v0_2/test_v0_2_demo.py::test_other\n")
+    author_commit(tree, {"src/c.txt": "patched\n"}, "[DSV4] Cee", "Measured on vLLM-like 0.2.0 only.\n\n" + meta)
+    export_stack(rel, tree)
+    env.up.write("src/b.txt", "top\n" + numbered(30, "b"))
+    env.up.commit("0.3.0")
+    git(env.up.path, "tag", "v0.3.0")
+
+
+def test_release_add_refreshes_test_ids_and_flags_what_names_the_old_release(env):
+    _versioned_release(env)
+    res = releases.add(load_project(env.root), "demo", "v0.3.0", opts=releases.ReleaseOptions(out=env.out, **OPTS),
+                       cache=env.cache)
+    assert res.status == "ok" and res.source_release == "v0.2.0"
+    text = (env.root / "patches/demo/releases/v0.3.0/cee.patch").read_text()
+    assert "Regression-Test: tests/regress/demo/v0_3/test_v0_3_demo.py::test_release\n" in text
+    assert "Regression-Test: tests/regress/demo/v0_2/test_v0_2_demo.py::test_other\n" in text  # no counterpart: kept
+    assert any("-> tests/regress/demo/v0_3/test_v0_3_demo.py::test_release" in m for m in res.messages)
+    assert any("test_other names v0.2.0's test; no tests/regress/demo/v0_3/" in m for m in res.messages)
+    assert any("message line 3 names v0.2.0: Measured on vLLM-like 0.2.0 only." in m for m in res.messages), res.messages
+    # the carried release's own folder is untouched
+    assert "v0_3" not in (env.root / "patches/demo/releases/v0.2.0/cee.patch").read_text()
+
+
+def test_bump_reports_each_patch_whose_message_names_the_old_release(env):
+    _versioned_release(env)
+    rep = bump(load_project(env.root), "demo@v0.2.0", "v0.3.0", opts=BumpOptions(out=env.out, **OPTS), cache=env.cache)
+    [line] = [h for h in rep.hints if "its message names" in h]
+    assert line.startswith("cee.patch: its message names v0.2.0 (2 test id(s) of v0.2.0's tests, patch file line(s) 6)")
