@@ -170,12 +170,32 @@ def _reuse(cfg: StackConfig, g: Git, patch: PatchFile, root: Path) -> str | None
     candidates = ([exact] if exact else []) + [r for r in resolutions.recorded(cfg, patch.name) if r != exact]
     for found in candidates:
         diff = parse_patch_bytes(found.read_bytes(), patch.name)
+        _refuse_foreign(patch, found, diff)
         if _fits(g, diff.raw):
             g.run("reset", "-q", "--hard", "HEAD")  # drop the conflicted attempt, then lay the resolution
             g.run("apply", "--index", "--whitespace=nowarn", "-", stdin=diff.raw)
             rel = str(found.relative_to(root)) if found.is_relative_to(root) else str(found)
             return rel if found == exact else f"{rel} (recorded against another pre-image; applied by context)"
     return None
+
+
+def _refuse_foreign(patch: PatchFile, found: Path, diff: PatchFile) -> None:
+    """A remembered resolution (it can arrive in a pull request) may change only the files of its
+    own patch, and its paths and links pass the checks patch files pass (tree._refuse_unsafe)."""
+    from .errors import PatchFormatError
+    from .lint import symlink_escapes, unsafe_path
+
+    own = set(_touched(patch))
+    hint = (f"a resolution may change only the files {patch.name} changes; delete {found} "
+            "(then resolve the conflict by hand)")
+    for fd in diff.files:
+        for path in fd.paths:
+            why = unsafe_path(path) or (None if path in own else f"a file {patch.name} does not change")
+            if why:
+                raise PatchFormatError(f"{found}:{fd.line}: {why}: {path}", hint=hint)
+        if symlink_escapes(fd):
+            raise PatchFormatError(f"{found}:{fd.line}: symlink {fd.path} -> {fd.symlink_target} points outside "
+                                   "the tree", hint=hint)
 
 
 def _fits(g: Git, raw: bytes) -> bool:

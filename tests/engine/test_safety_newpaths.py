@@ -302,3 +302,40 @@ def test_continue_after_a_kill_at_the_end_of_git_am_continue(env, monkeypatch):
     assert "line three (upstream)" in (res.tree / "src/a.py").read_text()
     stored = sorted((env.root / "patches/demo/resolutions").rglob("*.patch"))
     assert len(stored) == 1 and b"+line three (upstream)" in stored[0].read_bytes()  # remembered all the same
+
+
+# ---------------------------------------------------------------- 7. a recorded resolution changes only its patch's files
+@pytest.mark.parametrize("extra", ["another-file", "escaping-link"])
+def test_a_resolution_that_changes_more_than_its_patch_is_refused(env, extra):
+    from dsv4_patch.exporter import strip_trailer
+
+    failed = _stack_that_conflicts(env, keep_old_tree=False)
+    _resolve_by_hand(failed)
+    tree = _apply(env, resume=True)[0].tree
+    [stored] = sorted((env.root / "patches/demo/resolutions").rglob("*.patch"))
+    # a pull request's version of the resolution: the same change plus something else
+    three = git(tree, "log", "--format=%H", "--grep=^\\[DSV4\\] Three", "refs/dsv4/base..HEAD").split()[0]
+    scratch = env.tmp / "scratch"
+    git(env.tmp, "clone", "-q", str(tree), str(scratch))
+    git(scratch, "checkout", "-q", three)
+    if extra == "another-file":
+        (scratch / "src/evil.py").write_text("import os\n")
+    else:
+        (scratch / "src/a.py").unlink()  # the patch's own file, made a link out of the tree
+        (scratch / "src/a.py").symlink_to("../../../outside")
+    git(scratch, "add", "-A")
+    git(scratch, "commit", "-q", "--amend", "--no-edit")
+    evil, _ = strip_trailer(git(scratch, "format-patch", "-1", "--stdout", "--full-index", "--no-signature",
+                                "--keep-subject", "--no-stat", "HEAD").encode())
+    stored.write_bytes(evil)
+    shutil.rmtree(env.out / "demo")
+    def files():
+        return {p: p.read_bytes() for p in sorted((env.root / "patches").rglob("*")) if p.is_file()}
+
+    before = files()
+    with pytest.raises(Dsv4Error) as ei:
+        _apply(env)
+    msg = ei.value.one_line()
+    assert "\n" not in msg and str(stored) in msg, msg
+    assert (("src/evil.py" in msg) if extra == "another-file" else ("points outside" in msg)), msg
+    assert not (env.out / "demo").exists() and files() == before
