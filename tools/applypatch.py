@@ -130,8 +130,76 @@ def _table(*columns: str, title: str | None = None):
 
 
 def _print_table(t) -> None:
-    # Off a terminal (pipes, CI logs) there is no width to fit: print every cell whole.
-    (out if out.is_terminal else Console(soft_wrap=True, width=1000)).print(t)
+    """--wide: every cell whole, however wide the lines get (the default fits the width: _fit_table)."""
+    Console(soft_wrap=True, width=1000, force_terminal=out.is_terminal).print(t)
+
+
+WideOpt = typer.Option(False, "--wide", help="The full table: every cell whole, however wide (the default fits "
+                       "COLUMNS, else the terminal, else 100 columns; --json has everything).")
+
+
+def _width() -> int:
+    """The width tables fit: COLUMNS, else the terminal's, else 100 (pipes, CI logs)."""
+    import os
+
+    cols = os.environ.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return max(int(cols), 40)
+    try:
+        return max(os.get_terminal_size(sys.stdout.fileno()).columns, 40)
+    except (OSError, ValueError):
+        return 100
+
+
+_BREAKS = re.compile(r"(?<=[-_./:\[,= ])")  # after these a long name or test id may go on the next line
+
+
+def _pieces(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width`, broken only after - _ . / : [ , = or a space (a run of
+    other characters wider than the line, alone, is cut)."""
+    if len(text) <= width:
+        return [text]
+    lines, cur = [], ""
+    for tok in _BREAKS.split(text):
+        if cur and len(cur) + len(tok.rstrip()) > width:
+            lines.append(cur.rstrip())
+            cur = ""
+        while len(tok) > width:
+            lines.append(tok[:width])
+            tok = tok[width:]
+        cur += tok
+    if cur.strip():
+        lines.append(cur.rstrip())
+    return lines
+
+
+def _fit_table(headers: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """A plain table no wider than `width`: every column but the last as wide as its longest cell,
+    the last (the patch name) whole after them, or, when a name does not fit there, every name on
+    a line of its own below its row (broken after '-' only when wider than the whole line)."""
+    n = len(headers) - 1
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(n)]
+    pres = ["  " + "  ".join(c.ljust(w) for c, w in zip(cells[:n], widths)) + "  " for cells in [headers, *rows]]
+    if all(len(pre) + len(cells[n]) <= width for pre, cells in zip(pres, [headers, *rows])):
+        return [(pre + cells[n]).rstrip() for pre, cells in zip(pres, [headers, *rows])]
+    lines = []
+    for pre, cells in zip(pres, [headers, *rows]):
+        lines += _pieces(pre.rstrip(), width)
+        lines += ["    " + p for p in _pieces(cells[n], width - 4)]
+    return lines
+
+
+def _print_lines(lines: list[str], width: int | None, indent: str = "    ", style: str | None = None) -> None:
+    """Each line as it is when it fits `width` (None: --wide, never broken), else broken (see
+    _pieces) with `indent` before the rest."""
+    for line in lines:
+        if width is None or len(line) <= width:
+            out.print(line, highlight=False, markup=False, style=style)
+            continue
+        head = _pieces(line, width)[0]
+        tail = line[len(head):].lstrip()
+        for piece in [head] + ([indent + p for p in _pieces(tail, width - len(indent))] if tail else []):
+            out.print(piece, highlight=False, markup=False, style=style)
 
 
 def _fail(e: Dsv4Error, as_json: bool) -> None:
@@ -178,6 +246,7 @@ def status(
     no_semantic: bool = typer.Option(False, "--no-semantic", help="With --check: skip the intent tests on the pristine pin."),
     matrix: bool = typer.Option(False, "--matrix", help="Show the verification matrix (levels passed per patch)."),
     release: Optional[List[str]] = ReleaseOpt,
+    wide: bool = WideOpt,
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
 ):
@@ -210,35 +279,38 @@ def status(
     _VIEW.stop()
     if _emit([r.to_dict() for r in rows], as_json):
         raise typer.Exit(_status_rc(rows))
+    width = None if wide else _width()
     for r in rows:
-        out.print(f"[bold]{escape(r.label)}[/bold]  {escape(r.upstream)}  pin {escape(r.tag or '')} {r.commit}"
-                  + ("" if r.primary else f"  (further release; patches in {escape(r.patch_dir)})"), highlight=False)
-        out.print(f"  sources: {', '.join(r.sources)}", highlight=False, markup=False)
-        for k, v in r.info.items():
-            out.print(f"  {k}: {v}", highlight=False, markup=False)
-        for w in r.warnings:
-            out.print(f"  [yellow]warning:[/yellow] {escape(w)}", highlight=False)
-        t = _table("#", "patch", "upstream status", "hardware", "regression tests", "drop when")
-        for i, p in enumerate(r.patches, 1):
-            t.add_row(str(i), escape(p["name"]), escape(p["upstream_status"] or "-"),
-                      escape(",".join(p["hardware"]) or "-"), str(len(p["regression_tests"])),
-                      escape(p["drop_when"] or "-"))
-        if r.patches:
-            _print_table(t)
-        else:
+        _print_lines([f"{r.label}  {r.upstream}  pin {r.tag or ''} {r.commit}"
+                      + ("" if r.primary else f"  (further release; patches in {r.patch_dir})")], width, style="bold")
+        _print_lines([f"  sources: {', '.join(r.sources)}"] + [f"  {k}: {v}" for k, v in r.info.items()], width)
+        _print_lines([f"  warning: {w}" for w in r.warnings], width, style="yellow")
+        if not r.patches:
             out.print("  (no patches)")
+        elif wide:
+            t = _table("#", "patch", "upstream status", "hardware", "regression tests", "drop when")
+            for i, p in enumerate(r.patches, 1):
+                t.add_row(str(i), escape(p["name"]), escape(p["upstream_status"] or "-"),
+                          escape(",".join(p["hardware"]) or "-"), str(len(p["regression_tests"])),
+                          escape(p["drop_when"] or "-"))
+            _print_table(t)
+        else:  # short cells and the whole name; what does not fit a column is listed below
+            _print_lines(_fit_table(["#", "upstream", "hardware", "tests", "patch"],
+                                    [[str(i), (p["upstream_status"] or "-").split()[0], ",".join(p["hardware"]) or "-",
+                                      str(len(p["regression_tests"])), p["name"]] for i, p in enumerate(r.patches, 1)],
+                                    width), width)
+            _print_lines([f"  #{i} drop when: {p['drop_when']}" for i, p in enumerate(r.patches, 1) if p["drop_when"]],
+                         width, indent="      ")
         if r.applies is not None:
             if r.applies["ok"]:
-                out.print("  [green]applies cleanly at the pin[/green]")
-                for line in (r.compiles or {}).get("problems", []):
-                    out.print(f"  [red]does not compile:[/red] {escape(line)}", highlight=False)
-                for sem in r.semantic or []:
-                    out.print(f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})",
-                              highlight=False, markup=False)
+                out.print("  applies cleanly at the pin", style="green", highlight=False)
+                _print_lines([f"  does not compile: {line}" for line in (r.compiles or {}).get("problems", [])],
+                             width, style="red")
+                _print_lines([f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})"
+                              for sem in r.semantic or []], width)
             else:
                 f = r.applies["failure"]
-                out.print(f"  [red]does not apply:[/red] {escape(f['message'] if isinstance(f, dict) else f)}",
-                          highlight=False)
+                _print_lines([f"  does not apply: {f['message'] if isinstance(f, dict) else f}"], width, style="red")
     raise typer.Exit(_status_rc(rows))
 
 
@@ -515,6 +587,7 @@ def regress(
     hardware: str = typer.Option("cpu", "--hardware", help="Where this run happened (with --record)."),
     fresh: bool = typer.Option(False, "--fresh", help="Compute every check again: read no result an earlier run "
                                "stored (--record implies it)."),
+    wide: bool = WideOpt,
 ):
     """Run the regression tests bound to each patch (Regression-Test:) against the patched trees.
 
@@ -522,7 +595,8 @@ def regress(
     `dsv4_tree` fixture. Each further release of a stack runs in a pytest run of its own, with
     those variables pointing at its trees, DSV4_RELEASE_<STACK> naming it, and
     DSV4_TREE_<STACK>__<TAG> (e.g. DSV4_TREE_VLLM__V0_33_0) as well. pytest's own output goes to
-    stderr; a table per patch ends the run.
+    stderr; a table per patch ends the run, as wide as COLUMNS (else the terminal, else 100
+    columns), then one entry per test that did not pass; --wide prints every cell whole.
     A patch is: passed (every bound test passed), failed, missing (no such test id), not-verified
     (every bound test skipped: the reason is shown) or partial (some skipped). A module the tests
     need that is not installed (pytest itself, triton, ...) is named with the command that installs it.
@@ -562,14 +636,17 @@ def regress(
     for path in recorded:
         err.print(f"recorded {path}", highlight=False, markup=False)
     if not _emit(api.report_dict(proj, rep), as_json):
-        t = _table("stack", "patch", "outcome", "tests", title=f"regress ({rep.seconds:.1f} s)")
-        for r in rep.results:
-            c = OUTCOME_COLORS.get(r.outcome, "white")
-            label = r.outcome + (f": {r.reason}" if r.reason and r.outcome != "passed" else "")
-            t.add_row(escape(r.stack), escape(r.patch), f"[{c}]{escape(label)}[/{c}]",
-                      escape(", ".join(f"{n.split('::')[-1]}={o}" for n, o in r.tests.items())))
-        if rep.results or not rep.no_patches:
-            _print_table(t)
+        if wide:
+            t = _table("stack", "patch", "outcome", "tests", title=f"regress ({rep.seconds:.1f} s)")
+            for r in rep.results:
+                c = OUTCOME_COLORS.get(r.outcome, "white")
+                label = r.outcome + (f": {r.reason}" if r.reason and r.outcome != "passed" else "")
+                t.add_row(escape(r.stack), escape(r.patch), f"[{c}]{escape(label)}[/{c}]",
+                          escape(", ".join(f"{n.split('::')[-1]}={o}" for n, o in r.tests.items())))
+            if rep.results or not rep.no_patches:
+                _print_table(t)
+        elif rep.results or not rep.no_patches:
+            _regress_summary(rep, _width())
         for label in rep.no_patches:
             out.print(f"{label}: 0 patches in series, nothing to test", highlight=False, markup=False)
         for module, cmd in rep.missing_modules.items():
@@ -579,6 +656,34 @@ def regress(
             out.print(f"[red]first failing patch:[/red] {escape(rep.first_bad[0])}/{escape(rep.first_bad[1])}",
                       highlight=False)
     raise typer.Exit(0 if rep.ok else EXIT_ERROR)
+
+
+def _regress_summary(rep, width: int) -> None:
+    """The default regress table: counts and whole patch names within `width`, then one entry per
+    test that did not pass (its id and why), so nothing needs a wide column."""
+    from collections import Counter
+
+    outcomes = Counter(r.outcome for r in rep.results)
+    _print_lines([f"regress ({rep.seconds:.1f} s): {len(rep.results)} patch{'' if len(rep.results) == 1 else 'es'}: "
+                  + ", ".join(f"{n} {o}" for o, n in outcomes.items())], width, style="bold")
+    rows = []
+    for r in rep.results:
+        ran = {n: o for n, o in r.tests.items() if o != "deselected"}
+        rows.append([r.stack, r.outcome, f"{sum(o == 'passed' for o in ran.values())}/{len(ran)}", r.patch])
+    _print_lines(_fit_table(["stack", "outcome", "passed", "patch"], rows, width), width)
+    said = False
+    for r in rep.results:
+        bad = {n: o for n, o in r.tests.items() if o not in ("passed", "deselected")}
+        if not bad:
+            continue
+        if not said:
+            _print_lines(["tests that did not pass (--wide: the full table; --json: everything):"], width)
+            said = True
+        _print_lines([f"  {r.stack} {r.patch}"], width)
+        for n, o in bad.items():  # the test id whole on its line, the reason below it
+            _print_lines([f"    {o}: {n}"], width, indent="      ")
+            if r.reasons.get(n):
+                _print_lines(["      " + " ".join(r.reasons[n].split())], width, indent="      ")
 
 
 @app.command()
