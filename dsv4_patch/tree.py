@@ -261,7 +261,9 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
         say(progress, f"{stack_cfg.name}: base {base.commit[:12]} from {base.source}" + (f" ({base.note})" if base.note else ""))
         staging = outdir.new_staging(name)
         g = Git(staging)
-        g.run("clone", "--quiet", "--no-checkout", "--local", str(base.git_dir), ".")
+        # A path clones locally anyway (hard links where it can); an explicit --local makes git die
+        # where it cannot link (--out on another file system, a read-only cache) instead of copying.
+        g.run("clone", "--quiet", "--no-checkout", str(base.git_dir), ".")
         g.run("remote", "remove", "origin")
         g.run("update-ref", BASE_REF, base.commit)
         refs = ref_snapshot(g, f"dsv4/{stack_cfg.name}")

@@ -5,6 +5,7 @@ failed on the code before its fix (see docs/architecture.md, the safety table)."
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from synth import META, author_commit, git, numbered
@@ -339,3 +340,25 @@ def test_a_resolution_that_changes_more_than_its_patch_is_refused(env, extra):
     assert "\n" not in msg and str(stored) in msg, msg
     assert (("src/evil.py" in msg) if extra == "another-file" else ("points outside" in msg)), msg
     assert not (env.out / "demo").exists() and files() == before
+
+
+# ---------------------------------------------------------------- 6. --out on another file system than the cache
+def test_out_on_another_file_system_than_the_cache(env):
+    """`git clone --local` dies where it cannot hard-link (another file system, a read-only
+    bind-mounted cache) instead of copying; apply must copy there. /dev/shm (tmpfs) is the other
+    file system here."""
+    import os
+    import tempfile
+
+    shm = "/dev/shm"
+    if not os.path.isdir(shm) or os.stat(shm).st_dev == os.stat(env.tmp).st_dev:
+        pytest.skip("no second file system (tmpfs /dev/shm) next to the test folder")
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    elsewhere = Path(tempfile.mkdtemp(prefix="dsv4-out-", dir=shm))
+    try:
+        env.out = elsewhere / "trees"
+        res = env.apply()
+        assert res.status == "applied" and "line three" in (res.tree / "src/a.py").read_text()
+        assert os.stat(res.tree).st_dev != os.stat(env.cache.root).st_dev
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
