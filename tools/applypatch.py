@@ -588,6 +588,12 @@ def regress(
     fresh: bool = typer.Option(False, "--fresh", help="Compute every check again: read no result an earlier run "
                                "stored (--record implies it)."),
     wide: bool = WideOpt,
+    level: str = typer.Option("bound", "--level", metavar="LEVEL",
+                              help="bound: the tests bound to each patch (Regression-Test:). upstream-ci: what the "
+                              "upstream's own CI says of each patch: its pre-commit hooks that run offline (pinned "
+                              "versions, only findings the patch introduces) and its in-tree tests the patch adds "
+                              "or changes under its pinned pytest (docs/upstream-ci.md). Record it with "
+                              "--record upstream-ci."),
 ):
     """Run the regression tests bound to each patch (Regression-Test:) against the patched trees.
 
@@ -620,15 +626,26 @@ def regress(
       dsv4-patch regress vllm --release v0.33.0
       dsv4-patch regress vllm --record apply,integration --hardware cpu   # then commit patches/vllm/results
       dsv4-patch regress vllm --fresh        # every check computed again
+      dsv4-patch regress --level upstream-ci vllm@v0.33.0   # the upstream's own lint and tests, per patch
+      dsv4-patch regress --level upstream-ci --record upstream-ci   # then commit patches/*/results
 
     Exit codes: 0 nothing failed (not-verified patches included), 1 a test failed or is missing
     (or an error, e.g. pytest not installed), 2 usage, 3 a stack does not apply.
     """
     try:
         proj = _project(project)
-        rep = api.regress(proj, stacks, releases=release, out=out_dir, bisect=bisect, marker=marker,
-                          pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json),
-                          fresh=fresh or bool(record))
+        if level == "upstream-ci":
+            if bisect or marker or pytest_args:
+                raise UsageError("--level upstream-ci takes no --bisect, -m or --pytest-args",
+                                 hint="it runs the upstream's own hooks and in-tree tests of every patch")
+            rep = api.upstream_ci(proj, stacks, releases=release, out=out_dir, fresh=fresh or bool(record),
+                                  progress=_progress(as_json))
+        elif level != "bound":
+            raise UsageError(f"unknown --level {level!r}", hint="use bound (the default) or upstream-ci")
+        else:
+            rep = api.regress(proj, stacks, releases=release, out=out_dir, bisect=bisect, marker=marker,
+                              pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json),
+                              fresh=fresh or bool(record))
         recorded = api.record_levels(proj, rep, record.split(","), hardware, out=out_dir) if record else []
     except Dsv4Error as e:
         _fail(e, as_json)

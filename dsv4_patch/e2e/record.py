@@ -7,7 +7,7 @@ named with the sha256 of its file at the time: a result says nothing about a pat
     {
       "schema": "dsv4-patch-result/1",
       "stack": "vllm",
-      "level": "hardware",              # apply | unit | integration | compile | gpu | hardware
+      "level": "hardware",              # apply | unit | integration | upstream-ci | compile | gpu | hardware
       "hardware": "gfx936",             # gfx936, B200, H200, cpu ...
       "status": "passed",               # passed | failed
       "date": "2026-12-01T10:00:00+00:00",
@@ -36,7 +36,7 @@ from ..errors import ConfigError
 from ..series import read_series
 
 RESULT_FILE_SCHEMA = "dsv4-patch-result/1"
-LEVELS = ("apply", "unit", "integration", "compile", "gpu", "hardware")
+LEVELS = ("apply", "unit", "integration", "upstream-ci", "compile", "gpu", "hardware")
 STATUSES = ("passed", "failed")
 RESULTS_DIR = "results"
 
