@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import RELEASES_DIR, Project, StackConfig, load_project, parse_project
-from .errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_OK, ConfigError, Dsv4Error, UsageError
+from .errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_UNVERIFIED, ConfigError, Dsv4Error, UsageError
 from .gitcmd import Git
 from .locks import stack_lock
 from .sources import Cache, Progress
@@ -73,14 +73,30 @@ class ReleaseResult:
     seconds: float = 0.0
 
     @property
+    def result(self) -> str:
+        """`status`, except that a written add/move is `failed` when its regression tests failed and
+        `unverified` when they gave no evidence (not run, all skipped, none bound), as for bump."""
+        if self.status != "ok" or self.action == "retire":
+            return self.status
+        if self.regress is None:
+            return "unverified"
+        if not self.regress.get("ok", False):
+            return "failed"
+        return "ok" if self.regress.get("verified", True) else "unverified"
+
+    @property
     def exit_code(self) -> int:
-        if self.status in ("ok", "dry-run"):
-            return EXIT_ERROR if self.regress is not None and not self.regress.get("ok", False) else EXIT_OK
-        return EXIT_CONFLICT if self.status in ("conflicts", "upstreamed", "partial") else EXIT_ERROR
+        r = self.result
+        if r in ("ok", "dry-run"):
+            return EXIT_OK
+        if r == "unverified":
+            return EXIT_UNVERIFIED
+        return EXIT_CONFLICT if r in ("conflicts", "upstreamed", "partial") else EXIT_ERROR
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d["from"] = d.pop("source_release")
+        d["result"] = self.result
         d["exit_code"] = self.exit_code
         d["seconds"] = round(self.seconds, 2)
         return d

@@ -25,7 +25,8 @@ HELP = """The upstream releases a stack is carried on: each has its own pin, sou
   dsv4-patch release retire vllm v0.33.0         # drop a release (git history keeps it)
 
 Exit codes: 0 ok, 1 error (or its regression tests failed), 2 usage, 3 a patch conflicts /
-is already upstream (conflict trees in build/, nothing written)."""
+is already upstream (conflict trees in build/, nothing written), 4 written but unverified (its
+regression tests did not run, or all skipped: as for `bump`)."""
 
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
@@ -80,8 +81,12 @@ def _show(res, as_json: bool) -> None:
     if res.history:
         print(res.history)
     if res.regress is not None:
-        print(f"regression: ok={res.regress.get('ok')}" + (f" ({res.regress['error']})" if res.regress.get("error") else ""))
-    print(f"{res.action} {res.stack} {res.tag}: {res.status} in {res.seconds:.1f} s", file=sys.stderr)
+        print(f"regression: ok={res.regress.get('ok')} verified={res.regress.get('verified')}"
+              + (f" ({res.regress['error']})" if res.regress.get("error") else ""))
+    elif res.result == "unverified":
+        print(f"regression tests not run (--no-regress): {res.stack}@{res.tag} is unverified; "
+              f"`dsv4-patch regress {res.stack}@{res.tag}` runs them")
+    print(f"{res.action} {res.stack} {res.tag}: {res.result} in {res.seconds:.1f} s", file=sys.stderr)
     raise typer.Exit(res.exit_code)
 
 

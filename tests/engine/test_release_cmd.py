@@ -140,7 +140,8 @@ def test_release_add_carries_the_nearest_series_and_writes_table_and_folder_toge
     before = toml.read_text()
     res = releases.add(load_project(env.root), "demo", "v3", opts=releases.ReleaseOptions(out=env.out, **OPTS),
                        cache=env.cache)
-    assert (res.status, res.exit_code, res.source_release) == ("ok", 0, "v2")  # the newest release older than v3
+    assert (res.status, res.source_release) == ("ok", "v2")  # the newest release older than v3
+    assert (res.result, res.exit_code) == ("unverified", 4)  # written; no regression tests ran
     after = toml.read_text()
     assert after.startswith(before.rstrip("\n")) and '[stacks.demo.releases."v3"]' in after  # the rest byte for byte
     rel = load_project(env.root).target("demo@v3")
@@ -168,7 +169,7 @@ def test_release_add_stops_on_a_conflict_with_nothing_written_then_takes_the_res
     tree = env.out / "demo@v2.bump-conflicts/cee"
     (tree / "src/c.txt").write_text("patched in v3\n")
     r = _cli(env, "add", "demo", "v3", "--no-regress", "--no-semantic", "--record-resolution")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 4 and "demo@v3 is unverified" in r.output, r.output
     assert "cee.patch: resolved" in r.output
     assert "+patched in v3" in (env.root / "patches/demo/releases/v3/cee.patch").read_text()
 
@@ -189,7 +190,7 @@ def test_release_move_renames_table_and_folder_and_repins(env):
     two_releases(env)
     v3 = _v3(env)
     r = _cli(env, "move", "demo", "v2", "v3", "--no-regress", "--no-semantic")
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 4, r.output
     proj = load_project(env.root)
     assert [c.label for c in proj.targets()] == ["demo", "demo@v3"]
     assert proj.target("demo@v3").commit == v3
@@ -299,3 +300,17 @@ def test_bump_reports_each_patch_whose_message_names_the_old_release(env):
     rep = bump(load_project(env.root), "demo@v0.2.0", "v0.3.0", opts=BumpOptions(out=env.out, **OPTS), cache=env.cache)
     [line] = [h for h in rep.hints if "its message names" in h]
     assert line.startswith("cee.patch: its message names v0.2.0 (2 test id(s) of v0.2.0's tests, patch file line(s) 6)")
+
+
+def test_release_add_runs_the_new_release_regression_tests(env):
+    two_releases(env)
+    _v3(env)
+    # v2's patch is bound to tests/test_demo.py::test_release, which insists on DSV4_RELEASE_DEMO == v2:
+    # run against the new release it fails, which shows it ran there
+    res = releases.add(load_project(env.root), "demo", "v3", opts=releases.ReleaseOptions(out=env.out, semantic=False),
+                       cache=env.cache)
+    assert res.status == "ok" and res.regress is not None and res.regress["ok"] is False
+    assert (res.result, res.exit_code) == ("failed", 1)
+    [p] = res.regress["patches"]
+    assert p["patch"] == "cee.patch" and p["outcome"] == "failed"
+    assert load_project(env.root).target("demo@v3")  # written all the same, as bump writes before it regresses
