@@ -83,9 +83,12 @@ def test_scheduled_bump_opens_a_pr_or_an_issue_dry_run(benv):
     run = upstream_bump.Runner(benv.root, live=False, emit=lambda m: None)
     res = upstream_bump.bump_stack(benv.root, "demo", run, regress=False, base_branch="main", out=benv.out,
                                    emit=lambda m: None)
-    assert res["action"] == "pull-request" and res["status"] == "ok"
+    # every patch applied, but no test ran (regress off, none bound): a draft PR marked unverified, never "ok"
+    assert res["action"] == "draft-pull-request" and res["status"] == "unverified" and res["exit_code"] == 4
     gh = [c for c in run.log if c[0] == "gh"]
-    assert gh[0][:3] == ["gh", "pr", "create"] and Path(gh[0][gh[0].index("--body-file") + 1]).read_text().startswith("# Bump demo")
+    assert gh[0][:3] == ["gh", "pr", "create"] and "--draft" in gh[0]
+    assert gh[0][gh[0].index("--title") + 1].startswith("[unverified] demo: bump to ")
+    assert Path(gh[0][gh[0].index("--body-file") + 1]).read_text().startswith("# Bump demo")
     # upstream moves again, now against p1's line: an issue, not a PR
     benv.up.write("src/a.py", edit(numbered(60), "line 10\n", "line 10 upstream\n"))
     benv.up.commit("upstream edits line 10")
