@@ -133,8 +133,9 @@ def add_release(project: Project, stack: StackConfig, tag: str, commit: str, sou
     last table, comments and layout kept) and return its config. The text is validated as the
     whole file before it is written; an existing release of that tag is an error.
 
-    `bump --as-release TAG` writes its refreshed stack this way: the patch files go to the
-    returned config's patch_dir (patches/<stack>/releases/<tag> by default)."""
+    The patch files go to the returned config's patch_dir (patches/<stack>/releases/<tag> by
+    default). `dsv4-patch release add` (releases.py) writes the same tables (release_tables) with
+    the folder in one step."""
     from .config import parse_project
 
     primary = project.stack(stack.name)
@@ -178,7 +179,7 @@ def bumped_release_sources(stack: StackConfig, spec: SourceSpec | None, source_v
 
 def declare_bumped_release(project: Project, stack: StackConfig, tag: str, pin: dict, spec: SourceSpec | None,
                            *, dry_run: bool = False) -> StackConfig:
-    """For `bump STACK REF --as-release TAG`: declare TAG with the pin the bump found (`pin` as
+    """After `bump STACK REF --into DIR`: declare TAG with the pin the bump found (`pin` as
     bump's Target.pin: {"stack": {"tag", "commit"}, "source": {...}}) and return its config,
     whose patch_dir is where the refreshed patch files go (patches/<stack>/releases/<tag>)."""
     commit = pin["stack"]["commit"]
