@@ -110,8 +110,21 @@ def _chunks(f, archive: str) -> Iterator[bytes]:
         raise unreadable(archive, e) from None
 
 
+class _StrictTarInfo(tarfile.TarInfo):
+    """tarfile takes a damaged header after the first member for the end of the archive and stops
+    without a word (the rest of the release silently missing); GNU tar says "Skipping to next
+    header" and exits 2. Only zero blocks (or the file's end) end an archive here."""
+
+    @classmethod
+    def fromtarfile(cls, tf):
+        try:
+            return super().fromtarfile(tf)
+        except (tarfile.InvalidHeaderError, tarfile.TruncatedHeaderError) as e:
+            raise tarfile.SubsequentHeaderError(f"damaged header block at offset {tf.offset} ({e})") from None
+
+
 def _tar(archive: Path, name: str, place):
-    with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|*") as tf:
+    with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r|*", tarinfo=_StrictTarInfo) as tf:
         for m in tf:
             rel = place(m.name)
             if rel is None:
@@ -210,6 +223,8 @@ class Layout:
                     return "points outside the tree"
                 cur.pop()
                 continue
+            if is_dot_git(part):  # even a link that stays in the tree: git's own folder is no file of it
+                return "points into .git"
             cur.append(part)
             hop = self.links.get("/".join(cur))
             if hop is not None:

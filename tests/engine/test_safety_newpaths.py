@@ -362,3 +362,44 @@ def test_out_on_another_file_system_than_the_cache(env):
         assert os.stat(res.tree).st_dev != os.stat(env.cache.root).st_dev
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 11. archives: a corrupt header, a link into .git
+def _tar_with_a_corrupt_second_header() -> bytes:
+    import gzip
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in (("a.py", b"A = 1\n"), ("b.py", b"B = 2\n"), ("c.py", b"C = 3\n")):
+            info = tarfile.TarInfo(f"pkg-1.0/{name}")
+            info.size, info.mode = len(data), 0o644
+            tf.addfile(info, io.BytesIO(data))
+    raw = bytearray(buf.getvalue())
+    second = 512 + 512  # the first header and its one data block
+    assert raw[second:second + 12] == b"pkg-1.0/b.py"
+    raw[second + 8] ^= 0x20  # 'b' -> 'B': the header's checksum no longer matches
+    return gzip.compress(bytes(raw), mtime=0)
+
+
+def test_a_corrupt_tar_header_between_members_fails_like_gnu_tar(tmp_path):
+    import subprocess
+
+    from test_archive_safety import assert_refused_cleanly
+
+    data = _tar_with_a_corrupt_second_header()
+    if shutil.which("tar"):  # GNU tar: "Skipping to next header", exit 2
+        (tmp_path / "probe.tar.gz").write_bytes(data)
+        assert subprocess.run(["tar", "-tzf", str(tmp_path / "probe.tar.gz")], capture_output=True).returncode == 2
+        (tmp_path / "probe.tar.gz").unlink()
+    err = assert_refused_cleanly(tmp_path, data, r"pkg-1\.0\.tar\.gz: not a readable tar archive")
+    assert "header" in err.message, err.message
+
+
+@pytest.mark.parametrize("target", [".git", ".git/hooks", "sub/../.git", ".GIT/config", "d/.git"])
+def test_an_archive_symlink_into_dot_git_is_refused(tmp_path, target):
+    from test_archive_safety import assert_refused_cleanly, tar_bytes
+
+    members = [("f", "x", b"x\n"), ("l", "link", target)] + ([("l", "d", ".")] if target.startswith("d/") else [])
+    assert_refused_cleanly(tmp_path, tar_bytes(members), r"symlink link -> .* points into \.git")
