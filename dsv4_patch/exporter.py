@@ -212,13 +212,32 @@ def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collec
                         f"({', '.join(changed)}); export would overwrite them with the tree's commits",
                         hint=f"`dsv4-patch apply {stack.label}` builds from the files as they are now (commit "
                              "your tree's work first); or pass --force to overwrite them")
-    stack.patch_dir.mkdir(parents=True, exist_ok=True)
-    for name, data in patches:
-        if name in res.written:
-            write_atomic(stack.patch_dir / name, data)
-    if res.series_changed:
-        write_atomic(stack.series_path, series_text)
-    for n in res.removed:
-        (stack.patch_dir / n).unlink(missing_ok=True)
+    done: list[str] = []
+    try:
+        _probe_writable(stack.patch_dir)  # a read-only patches/ fails here, before any file is written
+        for name, data in patches:
+            if name in res.written:
+                write_atomic(stack.patch_dir / name, data)
+                done.append(name)
+        if res.series_changed:
+            write_atomic(stack.series_path, series_text)
+            done.append("series")
+        for n in res.removed:
+            (stack.patch_dir / n).unlink(missing_ok=True)
+            done.append(f"removed {n}")
+    except OSError as e:
+        raise Dsv4Error(f"{e.filename or stack.patch_dir}: cannot write ({e.strerror or e})"
+                        + (f"; already written: {', '.join(done)}" if done else "; nothing written"),
+                        hint="make the patch folder writable (or free space), then export again") from None
     adopt_tree(stack, tree)
     return res
+
+
+def _probe_writable(folder: Path) -> None:
+    """Create and remove a file in `folder` (made if missing): OSError when it cannot be written."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".dsv4-probe-{os.getpid()}"
+    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+    probe.unlink()

@@ -99,6 +99,28 @@ class GitFailed(Dsv4Error):
         self.err = err
 
 
+def no_git(e: OSError, argv: list[str]) -> Dsv4Error:
+    """git could not be started at all (not on PATH, not executable, the folder gone): one line."""
+    if e.filename not in (None, argv[0]):  # the working folder, not git
+        return Dsv4Error(f"{e.filename}: {e.strerror or e}", hint="the folder git was to run in is not usable")
+    what = "not found on PATH" if isinstance(e, FileNotFoundError) else f"cannot be run ({e.strerror or e})"
+    return Dsv4Error(f"git: {what}", hint="install git and put it on PATH")
+
+
+def _start(argv, **kw) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(argv, **kw)
+    except OSError as e:
+        raise no_git(e, argv) from None
+
+
+def _run(argv, **kw) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, **kw)
+    except OSError as e:
+        raise no_git(e, argv) from None
+
+
 @dataclass
 class Result:
     rc: int
@@ -144,7 +166,7 @@ class Git:
 
     def run(self, *args, check: bool = True, env: dict | None = None, stdin: bytes | None = None) -> Result:
         # subprocess.run kills the child if we are interrupted (SIGINT): no orphaned git.
-        p = subprocess.run(self._argv(args), cwd=self.path, input=stdin, capture_output=True,
+        p = _run(self._argv(args), cwd=self.path, input=stdin, capture_output=True,
                            env=clean_env(env), stdin=None if stdin is not None else subprocess.DEVNULL)
         rc, out, err = p.returncode, p.stdout.decode("utf-8", "surrogateescape"), p.stderr.decode("utf-8", "replace")
         if check and rc != 0:
@@ -158,7 +180,7 @@ class Git:
         procs = []
         try:
             for args in calls:
-                procs.append((args, subprocess.Popen(self._argv(args), cwd=self.path, env=clean_env(),
+                procs.append((args, _start(self._argv(args), cwd=self.path, env=clean_env(),
                                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                                      stderr=subprocess.PIPE)))
             results = []
@@ -182,7 +204,7 @@ class Git:
 
     def raw(self, *args, env: dict | None = None) -> bytes:
         """Stdout as bytes (patch text must not be re-encoded)."""
-        p = subprocess.run(self._argv(args), cwd=self.path, capture_output=True, env=clean_env(env),
+        p = _run(self._argv(args), cwd=self.path, capture_output=True, env=clean_env(env),
                            stdin=subprocess.DEVNULL)
         if p.returncode != 0:
             raise GitFailed(list(args), p.returncode, "", p.stderr.decode("utf-8", "replace"))
@@ -224,8 +246,12 @@ class Feed:
     def __init__(self, args: list, argv: list[str], cwd: Path, env: dict):
         self._args = args
         self._log = tempfile.TemporaryFile()  # its output: a file, so a chatty git never blocks us
-        self._p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self._log,
-                                   stderr=self._log, bufsize=1 << 20)
+        try:
+            self._p = _start(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=self._log,
+                             stderr=self._log, bufsize=1 << 20)
+        except Dsv4Error:
+            self._log.close()
+            raise
 
     def write(self, data: bytes) -> None:
         try:

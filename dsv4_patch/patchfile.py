@@ -165,13 +165,14 @@ class PatchFile:
 
 
 def _decode_header(value: str | None, where: str = "header") -> str:
+    from email.errors import HeaderParseError  # a base64 word of the wrong length: not a ValueError
     from email.header import decode_header, make_header  # email: only when patches are parsed (not a no-op)
 
     if value is None:
         return ""
     try:
         return str(make_header(decode_header(value))).replace("\n", "").replace("\r", "")
-    except (ValueError, LookupError, UnicodeError, AssertionError) as e:
+    except (ValueError, LookupError, UnicodeError, AssertionError, HeaderParseError) as e:
         raise PatchFormatError(f"{where}: malformed RFC 2047 encoded word ({type(e).__name__})",
                                hint="re-export the patch; git writes =?UTF-8?q?...?= words that decode") from None
 

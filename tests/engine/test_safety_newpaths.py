@@ -403,3 +403,60 @@ def test_an_archive_symlink_into_dot_git_is_refused(tmp_path, target):
 
     members = [("f", "x", b"x\n"), ("l", "link", target)] + ([("l", "d", ".")] if target.startswith("d/") else [])
     assert_refused_cleanly(tmp_path, tar_bytes(members), r"symlink link -> .* points into \.git")
+
+
+# ---------------------------------------------------------------- tracebacks that must be one line
+def test_a_base64_error_in_an_rfc2047_subject_is_a_format_error(env):
+    """email raises HeaderParseError (not a ValueError) for a base64 word of the wrong length."""
+    from dsv4_patch.errors import PatchFormatError
+
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    p = env.root / "patches/demo/three.patch"
+    p.write_bytes(p.read_bytes().replace(b"Subject: [DSV4] Three", b"Subject: =?utf-8?b?A?=", 1))
+    shutil.rmtree(env.out / "demo")
+    with pytest.raises(PatchFormatError) as ei:
+        env.apply()
+    assert "three.patch" in ei.value.one_line() and "RFC 2047" in ei.value.one_line()
+
+
+def _cli(env, *args, extra_env=None):
+    import os
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "applypatch.py"
+    return subprocess.run([sys.executable, str(tool), *args, "--project", str(env.root)], capture_output=True,
+                          text=True, env={**os.environ, "DSV4_PATCH_CACHE": str(env.cache.root), "COLUMNS": "80",
+                                          **(extra_env or {})})
+
+
+def test_no_git_on_path_is_one_line(env):
+    nothing = env.tmp / "empty-bin"
+    nothing.mkdir()
+    p = _cli(env, "apply", "demo", extra_env={"PATH": str(nothing)})
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "git" in p.stderr and "PATH" in p.stderr and len(p.stderr.strip().splitlines()) <= 2, p.stderr
+
+
+def test_export_into_a_read_only_patch_folder_is_one_line_and_writes_nothing(env, monkeypatch):
+    import errno
+    import os
+
+    tree = _two_patches(env)
+    author_commit(tree, {"src/b.txt": "more\n"}, "[DSV4] More", "Why.\n\n" + META)
+    folder = str(env.root / "patches")
+    real_open = os.open
+
+    def read_only_mount(path, flags, *a, **k):  # what a read-only mount answers (root ignores chmod)
+        if str(path).startswith(folder) and flags & os.O_CREAT:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, flags, *a, **k)
+
+    before = {p: p.read_bytes() for p in (env.root / "patches").rglob("*") if p.is_file()}
+    monkeypatch.setattr(os, "open", read_only_mount)
+    with pytest.raises(Dsv4Error) as ei:
+        api.export(load_project(env.root), "demo", out=env.out)
+    monkeypatch.undo()
+    msg = ei.value.one_line()
+    assert "\n" not in msg and "Read-only file system" in msg and "nothing written" in msg, msg
+    assert {p: p.read_bytes() for p in (env.root / "patches").rglob("*") if p.is_file()} == before
