@@ -3,6 +3,10 @@
 The question is the one `bump` answers (rebase every patch onto REF, one verdict per patch), so
 it is asked through `bump` itself, writing only under a private temporary folder: the refreshed
 patches go to --into there, the pin and patches/ stay untouched, no regression run and no intent tests.
+
+So a pin check says whether the patches *apply*, never that they work there: its summary says the
+stack is not verified at REF (no test ran; `bump` and `regress` run them), and its JSON carries
+`verified: false`. Exit 0 of `pin` means "moved, and every patch applies", nothing more.
 """
 
 from __future__ import annotations
@@ -32,16 +36,18 @@ class PinCheck:
         if not self.checked:
             return f"not checked whether the stack applies at {self.ref}: {self.why_unchecked}"
         if not self.broken:
+            unverified = (" (applying only, not verified: pin runs no test; `dsv4-patch bump` and `dsv4-patch "
+                          "regress` do)") if self.applied else ""
             if self.applied == 1:
-                return f"the one patch applies at {self.ref}"
-            return f"all {self.applied} patches apply at {self.ref}"
+                return f"the one patch applies at {self.ref}{unverified}"
+            return f"all {self.applied} patches apply at {self.ref}{unverified}"
         total = self.applied + len(self.broken)
         parts = [f"{b['patch']} ({b['status']}{' in ' + ', '.join(b['files']) if b['files'] else ''})"
                  for b in self.broken]
         return f"{len(self.broken)} of {total} patches do not apply at {self.ref}: " + "; ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"ref": self.ref, "checked": self.checked, "ok": self.ok, "applied": self.applied,
+        return {"ref": self.ref, "checked": self.checked, "ok": self.ok, "verified": False, "applied": self.applied,
                 "broken": self.broken, "why_unchecked": self.why_unchecked}
 
 
