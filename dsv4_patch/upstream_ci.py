@@ -241,7 +241,9 @@ def test_pins(tree: Path) -> tuple[str, list[str]] | None:
 def pins_dir(cache: Cache, python: Path, tree: Path, reqfile: str, pins: list[str], progress: Progress = None) -> Path:
     """A folder (pip --target) with the pinned pytest and plugins, for `python`; the rest of what
     they need at the versions the same requirements file pins (-c)."""
-    key = hashlib.sha256(json.dumps([str(python), pins, (tree / reqfile).read_text()]).encode()).hexdigest()[:16]
+    ident = subprocess.run([str(python), "-c", "import sys, sysconfig; print(sys.version, sysconfig.get_platform())"],
+                           capture_output=True, text=True).stdout.strip()  # the interpreter, not its path
+    key = hashlib.sha256(json.dumps([ident, pins, (tree / reqfile).read_text()]).encode()).hexdigest()[:16]
     root = cache.dir("upstream-ci", "pins")
     dst = root / key
     if (dst / ".dsv4-done").is_file():
@@ -278,7 +280,7 @@ sys.exit(pytest.main(args))
 
 
 @dataclass
-class TestEnv:
+class PytestEnv:
     python: Path
     pythonpath: list[Path] = field(default_factory=list)  # after the pins (e.g. a platform shim)
     plugins: list[str] = field(default_factory=list)  # -p NAME, loaded before the tests import
@@ -286,7 +288,7 @@ class TestEnv:
     note: str = ""
 
 
-def run_tests(env: TestEnv, pins: Path, pytest_version: str, tree: Path, files: list[str]) -> tuple[int, dict, str]:
+def run_tests(env: PytestEnv, pins: Path, pytest_version: str, tree: Path, files: list[str]) -> tuple[int, dict, str]:
     """(exit code, {node id: {outcome, why}}, output tail) of pytest on `files` in `tree`."""
     with tempfile.TemporaryDirectory(prefix="dsv4-upstream-ci-") as td:
         results = Path(td) / "results.json"
@@ -457,6 +459,8 @@ def _lint(scratch, sg, sha, parent, files, in_parent, cache, progress) -> list[C
             old = [f for f in sel if f in in_parent]
             before = run_hook(hook, scratch, old, envdir) if (old or not hook.pass_filenames) else HookRun(0, "")
             new = introduced(run, before)
+            named = [n for n in new if any(f in n for f in sel)]  # a line that names its file first
+            new = named + [n for n in new if n not in named]
             if new:
                 c.outcome, c.why = "failed", f"{c.name}: {new[0][:240]}" + (f" (+{len(new) - 1} more)" if len(new) > 1 else "")
             elif run.rc != 0 and before.rc == 0 and not before.not_runnable:

@@ -25,7 +25,7 @@ VLLM = TESTS / "regress" / "vllm"
 
 def test_env(cfg, base_tree: Path, pristine: Callable[[str | None], Path]):
     from dsv4_patch.build import venv_python
-    from dsv4_patch.upstream_ci import TestEnv
+    from dsv4_patch.upstream_ci import PytestEnv
 
     if cfg.name != "vllm":
         return f"no venv recipe for {cfg.name}'s in-tree tests in this project"
@@ -35,6 +35,6 @@ def test_env(cfg, base_tree: Path, pristine: Callable[[str | None], Path]):
     from _vllm_venvs import base_venv_for  # the integration level's recipe (one small function)
 
     venv = base_venv_for(Path(base_tree), lambda: pristine(None))
-    return TestEnv(python=venv_python(venv), pythonpath=[HERE / "plugins", VLLM / "checks"],
+    return PytestEnv(python=venv_python(venv), pythonpath=[HERE / "plugins", VLLM / "checks"],
                    plugins=["dsv4_upstream_ci_rocm"], args=["--noconftest", "-W", "ignore::DeprecationWarning"],
                    note="ROCm (gfx942) on CPU torch, upstream conftest not loaded")
