@@ -836,6 +836,9 @@ def main() -> None:
     import signal
 
     signal.signal(signal.SIGINT, _on_sigint)
+    for stream in (sys.stdout, sys.stderr):  # an ASCII-only stdout gets '?' for a dash, not a traceback
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     try:
         app()
     except Interrupted:

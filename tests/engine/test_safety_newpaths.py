@@ -460,3 +460,14 @@ def test_export_into_a_read_only_patch_folder_is_one_line_and_writes_nothing(env
     msg = ei.value.one_line()
     assert "\n" not in msg and "Read-only file system" in msg and "nothing written" in msg, msg
     assert {p: p.read_bytes() for p in (env.root / "patches").rglob("*") if p.is_file()} == before
+
+
+def test_an_ascii_only_stdout_gets_every_line(env):
+    """A terminal or pipe that takes ASCII only (PYTHONIOENCODING=ascii, an old LANG=C Python):
+    the em dash of apply's result line, a non-ASCII path, are replaced, never a traceback."""
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    for _ in range(2):  # the second is a no-op, whose line carries a note after an em dash
+        p = _cli(env, "apply", "demo", extra_env={"PYTHONIOENCODING": "ascii"})
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        assert "demo" in p.stdout
+    assert "nothing changed" in p.stdout
