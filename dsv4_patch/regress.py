@@ -186,6 +186,18 @@ def release_tree_env(name: str, release: str | None, patched: Path, base: Path, 
     return env
 
 
+VENV_CACHE_ENV = "DSV4_VENV_CACHE"
+
+
+def venv_cache_root() -> Path:
+    """Where the tests' overlay venvs live: DSV4_VENV_CACHE, else venvs/ in the tool cache (which
+    DSV4_PATCH_CACHE, else XDG_CACHE_HOME, moves: one variable moves every cache)."""
+    from .sources.base import Cache
+
+    env = os.environ.get(VENV_CACHE_ENV)
+    return Path(env) if env else Cache.default().root / "venvs"
+
+
 # The folder a test run may keep scratch in (the project's tests/conftest.py: e.g. results it computed
 # once for the whole run); set to a temporary folder of the run's own when the caller has none.
 RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"

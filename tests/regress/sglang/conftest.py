@@ -34,6 +34,8 @@ import _check_cache as check_cache
 import numpy as np
 import pytest
 
+from dsv4_patch.regress import venv_cache_root
+
 HERE = Path(__file__).resolve().parent
 REQS = HERE / "requirements-cpu.txt"
 PROBE = HERE / "_o_fp8_qdq_probe.py"
@@ -43,7 +45,7 @@ RUN_IN_TREE_TEST = HERE / "_in_tree_runner.py"
 
 def _cache_root() -> Path:
     env = os.environ.get("DSV4_VENV_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "dsv4-patch" / "venvs"
+    return Path(env) if env else venv_cache_root()  # under DSV4_PATCH_CACHE / XDG_CACHE_HOME when set
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ import pytest
 from dsv4_patch.build import (DEFAULT_TORCH, STAMP, build_overlay, changed_files, ensure_venv, overlay_key,
                               venv_lock, venv_python)
 from dsv4_patch.errors import Dsv4Error
-from dsv4_patch.regress import RUN_DIR_ENV
+from dsv4_patch.regress import RUN_DIR_ENV, venv_cache_root
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = "vllm"
@@ -57,7 +57,7 @@ PRUNE = ("torchvision", "torchaudio", "torchcodec")
 
 def venv_cache() -> Path:
     env = os.environ.get("DSV4_VENV_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "dsv4-patch" / "venvs"
+    return Path(env) if env else venv_cache_root()  # under DSV4_PATCH_CACHE / XDG_CACHE_HOME when set
 
 
 def release_version(tree: Path) -> str | None:
