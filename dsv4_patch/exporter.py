@@ -159,8 +159,11 @@ def changed_since_build(stack: StackConfig, tree: Path, names: Collection[str]) 
 
     state = read_state(tree) or {}
     record = state.get("patch_files")
-    if record is None and isinstance(state.get("made"), list):
-        record = {m[0]: m[1] for m in state["made"] if isinstance(m, list) and len(m) == 3}
+    made = state.get("made")
+    if record is None and isinstance(made, list) and all(isinstance(m, list) and len(m) == 3 for m in made):
+        # a tree built before "patch_files" was kept: its build's bytes, unless it was exported since
+        if [[n, c] for n, _, c in made] == [list(c) for c in state.get("commits") or []]:
+            record = {n: d for n, d, _ in made}
     if not isinstance(record, dict) or state.get("upto") is not None:
         return []
     changed = []

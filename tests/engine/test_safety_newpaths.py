@@ -471,3 +471,20 @@ def test_an_ascii_only_stdout_gets_every_line(env):
         assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
         assert "demo" in p.stdout
     assert "nothing changed" in p.stdout
+
+
+def test_export_judges_a_tree_built_before_the_record_by_what_its_build_made(env):
+    from dsv4_patch.tree import read_state, write_state
+
+    _two_patches(env)
+    tree = env.rebuild().tree  # built from the files: made == commits
+    st = read_state(tree)
+    del st["patch_files"]  # as an older version wrote it: "made" holds the build's bytes
+    write_state(tree, st)
+    target = env.root / "patches/demo/three.patch"
+    target.write_bytes(target.read_bytes().replace(b"Why and how.", b"Why and how (by hand)."))
+    with pytest.raises(Dsv4Error, match="three.patch"):
+        api.export(load_project(env.root), "demo", out=env.out)
+    st["commits"] = st["commits"][:1]  # exported by the older version since: "made" says nothing now
+    write_state(tree, st)
+    api.export(load_project(env.root), "demo", out=env.out)
