@@ -84,8 +84,9 @@ def apply(project: Project, stacks: list[str] | None, *, releases: list[str] | N
             reused = resolve.reuse_after_conflict(s, where, Path(failed), root=project.root, progress=progress,
                                                  force=force)
             if reused is None:
-                resolve.prepare_failed_tree(s, where, Path(failed))
-                e.hint = resolve.next_step_hint(s.label, failed)
+                marked = resolve.prepare_failed_tree(s, where, Path(failed))
+                mid_am = (Path(failed) / ".git" / "rebase-apply").is_dir()  # else no markers were ever due
+                e.hint = resolve.next_step_hint(s.label, failed, marked if mid_am else None)
                 raise
             results.append(reused.apply)
         compile_problems(s, results[-1])

@@ -57,10 +57,40 @@ def failed_tree(out: Path, stack: str) -> Path:
     return OutDir(out).meta / "failed" / stack
 
 
-def next_step_hint(stack: str, tree: str | Path) -> str:
-    """What to do after `apply` stopped at a conflict (the commands that really work)."""
-    return (f"resolve the conflict markers in {tree}, then run `dsv4-patch apply {stack} --continue` "
-            f"and `dsv4-patch export {stack}`; `dsv4-patch apply {stack} --abort` drops the attempt")
+def next_step_hint(stack: str, tree: str | Path, marked: list[str] | None = None) -> str:
+    """What to do after `apply` stopped at a conflict (the commands that really work). `marked`:
+    the files left with conflict markers (None: not known); none left means the change is to be
+    made by hand from the patch git could not apply."""
+    then = (f"then run `dsv4-patch apply {stack} --continue` and `dsv4-patch export {stack}`; "
+            f"`dsv4-patch apply {stack} --abort` drops the attempt")
+    if marked is None:
+        return f"resolve the conflict markers in {tree}, {then}"
+    if marked:
+        return f"resolve the conflict markers in {', '.join(marked)} (in {tree}), {then}"
+    return (f"no conflict markers were left (git had no common version to merge with): make the change "
+            f"`git -C {tree} am --show-current-patch=diff` shows in {tree} by hand, {then}")
+
+
+AM_HOOK = "pre-applypatch"
+
+
+def guard_plain_am(tree: Path, label: str) -> None:
+    """`git am --continue` typed in the stopped attempt (the git habit) would commit the resolution
+    without remembering it; a pre-applypatch hook there refuses it and names `dsv4-patch apply
+    --continue` instead. The tool's own git runs no hooks (core.hooksPath=/dev/null); the hook does
+    nothing once the tree has left OUT/.dsv4/failed/ (the finished tree keeps no refusal)."""
+    hooks = Path(tree) / ".git" / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    hook = hooks / AM_HOOK
+    hook.write_text(
+        "#!/bin/sh\n"
+        "# Written by dsv4-patch into an apply stopped at a conflict (OUT/.dsv4/failed/<stack>).\n"
+        'case "$(pwd -P)" in */.dsv4/failed/*) ;; *) exit 0 ;; esac\n'
+        f"echo 'dsv4-patch: not committed: run `dsv4-patch apply {label} --continue` from the project instead "
+        "(it commits your resolution, remembers it in the stack folder resolutions/ and applies the rest; "
+        "`git am --continue` here would not remember it)' >&2\n"
+        "exit 1\n")
+    hook.chmod(0o755)
 
 
 def _mid_am(tree: Path) -> bool:
@@ -285,10 +315,10 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
             if used is None:
                 failure = _failure_details(g, patch, log)  # git am's CONFLICT lines name the files
                 failure.failed_tree = str(tree)
-                if stores is not None:
-                    lay_out_conflict(tree, patch, stores)
+                marked = lay_out_conflict(tree, patch, stores) if stores is not None else None
+                guard_plain_am(tree, cfg.label)
                 record_attempt(tree)  # left for the person at this patch
-                raise ConflictError(failure.message, report=failure, hint=next_step_hint(cfg.label, tree))
+                raise ConflictError(failure.message, report=failure, hint=next_step_hint(cfg.label, tree, marked))
             how = "reused"
         else:
             marked = _marked(tree, patch)
@@ -427,6 +457,7 @@ def prepare_failed_tree(cfg: StackConfig, out: Path, failure_tree: Path, *, cach
         return []
     marked = lay_out_conflict(tree, _current(tree, load_stack(cfg).patches),
                               object_stores(cache or Cache.default(), out, cfg.label))
+    guard_plain_am(tree, cfg.label)
     record_attempt(tree)  # the markers are apply's, not the person's work
     return marked
 
