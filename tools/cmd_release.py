@@ -48,14 +48,22 @@ def _fail(e: Dsv4Error, as_json: bool) -> None:
     raise typer.Exit(e.exit_code)
 
 
-def _show(res, as_json: bool) -> None:
+def _show(res, as_json: bool, out: Optional[Path], project: Optional[Path]) -> None:
+    report = None
+    if res.bump_report and res.status not in ("ok", "dry-run"):  # the bump's full report, for the conflicts
+        report = (Path(out) if out else load_project(project).root / "build") / f"{res.stack}@{res.tag}.release-report.md"
+        try:
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(res.bump_report)
+        except OSError:
+            report = None
     if as_json:
-        print(json.dumps(res.to_dict(), indent=1, default=str))
+        print(json.dumps({**res.to_dict(), "report": str(report) if report else None}, indent=1, default=str))
         raise typer.Exit(res.exit_code)
-    if res.bump_report and res.status not in ("ok", "dry-run"):
-        print(res.bump_report)
     for o in res.outcomes:
-        print(f"{o['patch']}: {o['status']}")
+        print(f"{o['patch']}: {o['status']}" + (f" ({', '.join(o['files'])})" if o["status"] in ("conflict", "obsolete") else ""))
+    for n in res.notes if res.status not in ("ok", "dry-run") else []:
+        print(f"note: {n}")
     if res.status in ("conflicts", "upstreamed", "partial", "failed"):
         trees = ", ".join(res.conflict_trees.values()) or "none"
         again = (f"dsv4-patch release add {res.stack} {res.tag} --from {res.source_release}" if res.action == "add"
@@ -63,7 +71,8 @@ def _show(res, as_json: bool) -> None:
         what = {"conflicts": "patches conflict", "upstreamed": "patches are already upstream (--drop-upstreamed drops them)",
                 "partial": "the target is a partial tree"}.get(res.status, "the bump failed")
         print(f"error: {res.stack} {res.tag}: {what} on {res.tag} (from the {res.source_release} series); nothing written; "
-              f"conflict trees: {trees}; resolve there, then `{again} --record-resolution`", file=sys.stderr)
+              f"conflict trees: {trees}; resolve there, then `{again} --record-resolution`"
+              + (f"; report: {report}" if report else ""), file=sys.stderr)
         raise typer.Exit(res.exit_code)
     for m in res.messages:
         print(f"message: {m}")
@@ -90,9 +99,9 @@ def _show(res, as_json: bool) -> None:
     raise typer.Exit(res.exit_code)
 
 
-def _run(fn, as_json: bool):
+def _run(fn, as_json: bool, out: Optional[Path] = None, project: Optional[Path] = None):
     try:
-        _show(fn(), as_json)
+        _show(fn(), as_json, out, project)
     except Dsv4Error as e:
         _fail(e, as_json)
     except OSError as e:
@@ -144,7 +153,7 @@ def add(
             _record(proj, stack, tag, source_release, out_dir, releases)
         return releases.add(proj, stack, tag, source_release=source_release, opts=opts, progress=_say(as_json))
 
-    _run(go, as_json)
+    _run(go, as_json, out_dir, project)
 
 
 def _record(proj, stack, tag, source_release, out_dir, releases):
@@ -200,7 +209,7 @@ def move(
                       file=sys.stderr)
         return releases.move(proj, stack, frm, to, opts=opts, progress=_say(as_json))
 
-    _run(go, as_json)
+    _run(go, as_json, out_dir, project)
 
 
 @app.command("retire")
@@ -228,4 +237,4 @@ def retire(
         proj = load_project(project)
         return releases.retire(proj, stack, tag, opts=releases.ReleaseOptions(out=out_dir, force=force, dry_run=dry_run))
 
-    _run(go, as_json)
+    _run(go, as_json, out_dir, project)

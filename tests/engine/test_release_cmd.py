@@ -163,7 +163,8 @@ def test_release_add_stops_on_a_conflict_with_nothing_written_then_takes_the_res
     r = _cli(env, "add", "demo", "v3", "--no-regress", "--no-semantic")
     assert r.exit_code == 3, r.output
     err = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
-    assert len(err) == 1 and "cee.patch" not in err[0] and "demo@v2.bump-conflicts/cee" in err[0]
+    assert len(err) == 1 and "demo@v2.bump-conflicts/cee" in err[0] and "release-report.md" in err[0]
+    assert "cee.patch: conflict (src/c.txt)" in r.output
     assert toml.read_text() == before and not (env.root / "patches/demo/releases/v3").exists()
     assert not list((env.root / "patches/demo/releases").glob(".*"))
     tree = env.out / "demo@v2.bump-conflicts/cee"
