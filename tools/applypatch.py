@@ -22,7 +22,7 @@ from rich.markup import escape
 
 from dsv4_patch import __version__, api
 from dsv4_patch.config import load_project
-from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, ConflictError, Dsv4Error, SourceError, UsageError
+from dsv4_patch.errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_UNVERIFIED, ConflictError, Dsv4Error, SourceError, UsageError
 from tools import typer_fastpath
 
 typer_fastpath.install()  # plain str/None parameters without pydantic: see tools/typer_fastpath.py
@@ -261,9 +261,15 @@ def status(
       dsv4-patch status --matrix            # which verification levels each patch reached
 
     With --check, each .py file the series touches must also compile (Python the tool runs on).
+    A patch is verified at the pin only when its intent tests fail on the pristine pin (`needed`:
+    the test catches the problem the patch fixes); any other verdict (untestable, no-intent,
+    probe-error, unimportable, timeout, and fixed-upstream: a test that passes without the patch
+    proves nothing) leaves it unverified. --no-semantic checks only that the stacks apply and says
+    the patches were not verified.
 
     Exit codes: 0 ok, 1 error (with --check: a touched .py file does not compile), 2 usage,
-    3 a stack does not apply at its pin (--check).
+    3 a stack does not apply at its pin (--check), 4 unverified: everything applies but a patch's
+    intent tests gave no evidence at the pin (--check).
     """
     try:
         proj = _project(project)
@@ -277,7 +283,7 @@ def status(
     except Dsv4Error as e:
         _fail(e, as_json)
     _VIEW.stop()
-    if _emit([r.to_dict() for r in rows], as_json):
+    if _emit([{**r.to_dict(), **({"unverified": _unverified_at_pin(r)} if r.applies else {})} for r in rows], as_json):
         raise typer.Exit(_status_rc(rows))
     width = None if wide else _width()
     for r in rows:
@@ -308,17 +314,30 @@ def status(
                              width, style="red")
                 _print_lines([f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})"
                               for sem in r.semantic or []], width)
+                weak = _unverified_at_pin(r)
+                if r.semantic is None and r.patches:
+                    _print_lines(["  not verified: intent tests not run (--no-semantic)"], width, style="yellow")
+                elif weak:
+                    _print_lines([f"  unverified: {p}: {why}" for p, why in weak.items()], width, style="yellow")
             else:
                 f = r.applies["failure"]
                 _print_lines([f"  does not apply: {f['message'] if isinstance(f, dict) else f}"], width, style="red")
     raise typer.Exit(_status_rc(rows))
 
 
+def _unverified_at_pin(r) -> dict[str, str]:
+    """patch -> why its intent tests at the pin are no evidence (any verdict but `needed`)."""
+    return {s["patch"]: f"{s['verdict']} ({s['reason']})" for s in r.semantic or [] if s["verdict"] != "needed"}
+
+
 def _status_rc(rows) -> int:
-    """3 when a stack does not apply, else 1 when a touched Python file does not compile, else 0."""
+    """3 when a stack does not apply, else 1 when a touched Python file does not compile, else 4 when
+    a patch's intent tests gave no evidence at the pin, else 0."""
     if any(r.applies and not r.applies["ok"] for r in rows):
         return EXIT_CONFLICT
-    return EXIT_ERROR if any(r.compiles and not r.compiles["ok"] for r in rows) else 0
+    if any(r.compiles and not r.compiles["ok"] for r in rows):
+        return EXIT_ERROR
+    return EXIT_UNVERIFIED if any(r.applies and _unverified_at_pin(r) for r in rows) else 0
 
 
 @app.command()
@@ -477,8 +496,7 @@ def export(
       dsv4-patch export vllm@v0.33.0        # only the v0.33.0 tree (same as --release v0.33.0)
       dsv4-patch export sglang --upstream --mbox /tmp/sglang.mbox && git -C ~/sglang am -k /tmp/sglang.mbox
 
-    Exit codes: 0 ok, 1 error (with --check: stale, or a release's tree missing; uncommitted work,
-    no tree), 2 usage.
+    Exit codes: 0 ok, 1 error (stale with --check, uncommitted work, no tree), 2 usage.
     """
     if upstream:
         return _export_upstream(stack, release, mbox, out_dir, as_json, project)
@@ -492,9 +510,7 @@ def export(
     if not _emit(rows[0] if len(rows) == 1 else rows, as_json):
         for r in runs:
             res, label, rel = r.result, r.config.label, _rel_dir(r.config)
-            if res is None and check:  # a release nobody looked at is no pass for the gate
-                err.print(f"{label}: not checked, {r.skipped}", highlight=False, markup=False)
-            elif res is None:
+            if res is None:
                 out.print(f"{label}: skipped, {r.skipped}", highlight=False, markup=False)
             elif not res.stale:
                 out.print(f"{label}: patches are up to date", highlight=False, markup=False)
@@ -509,8 +525,7 @@ def export(
                     out.print(f"removed {rel}/{n}", highlight=False, markup=False)
                 if res.series_changed:
                     out.print(f"wrote {rel}/series", highlight=False, markup=False)
-    unchecked = any(r.result is None for r in runs)
-    raise typer.Exit(EXIT_ERROR if (check and (stale or unchecked)) else 0)
+    raise typer.Exit(EXIT_ERROR if (check and stale) else 0)
 
 
 def _rel_dir(cfg) -> str:
@@ -591,6 +606,8 @@ def regress(
     hardware: str = typer.Option("cpu", "--hardware", help="Where this run happened (with --record)."),
     fresh: bool = typer.Option(False, "--fresh", help="Compute every check again: read no result an earlier run "
                                "stored (--record implies it)."),
+    require_verified: bool = typer.Option(False, "--require-verified", help="Exit 4 unless every patch was verified "
+                                          "(passed, or partial), not only when nothing failed."),
     wide: bool = WideOpt,
     level: str = typer.Option("bound", "--level", metavar="LEVEL",
                               help="bound: the tests bound to each patch (Regression-Test:). upstream-ci: what the "
@@ -611,7 +628,7 @@ def regress(
     (every bound test skipped: the reason is shown) or partial (some skipped). A module the tests
     need that is not installed (pytest itself, triton, ...) is named with the command that installs it.
     The first run of the vLLM tests builds two overlay venvs (~5.7 GB, see README) in
-    DSV4_VENV_CACHE [default: ~/.cache/dsv4-patch/venvs].
+    DSV4_VENV_CACHE [default: venvs/ in the tool cache, ~/.cache/dsv4-patch/venvs].
     The project's tests keep the result of each expensive check (a vLLM check script, an SGLang
     probe) under a key of everything it reads, in check-results/ of the tool cache
     (DSV4_PATCH_CACHE [default: ~/.cache/dsv4-patch]), and read it back when nothing it reads
@@ -633,8 +650,14 @@ def regress(
       dsv4-patch regress --level upstream-ci vllm@v0.33.0   # the upstream's own lint and tests, per patch
       dsv4-patch regress --level upstream-ci --record upstream-ci   # then commit patches/*/results
 
-    Exit codes: 0 nothing failed (not-verified patches included), 1 a test failed or is missing
-    (or an error, e.g. pytest not installed), 2 usage, 3 a stack does not apply.
+    Evidence: a patch is verified when its bound tests ran and passed (passed; partial: some
+    passed, the rest skipped with a reason, e.g. a CPU run's GPU tests). not-verified (every one
+    skipped) and no-tests are no evidence: listed, but the plain command still exits 0 (GPU tests
+    skip on a CPU machine); --require-verified makes them exit 4, as bump and the scheduled CI do.
+
+    Exit codes: 0 nothing failed (not-verified patches included, unless --require-verified), 1 a
+    test failed or is missing (or an error, e.g. pytest not installed), 2 usage, 3 a stack does not
+    apply, 4 with --require-verified: nothing failed but a patch was not verified.
     """
     try:
         proj = _project(project)
@@ -676,6 +699,10 @@ def regress(
         if rep.first_bad:
             out.print(f"[red]first failing patch:[/red] {escape(rep.first_bad[0])}/{escape(rep.first_bad[1])}",
                       highlight=False)
+    if rep.ok and require_verified and not getattr(rep, "verified", True):
+        err.print("[yellow]unverified:[/yellow] " + escape("; ".join(f"{p} ({why})" for p, why in rep.unverified.items())),
+                  highlight=False)
+        raise typer.Exit(EXIT_UNVERIFIED)
     raise typer.Exit(0 if rep.ok else EXIT_ERROR)
 
 
