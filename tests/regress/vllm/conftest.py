@@ -97,7 +97,8 @@ def _why_not_here(item, rel: Release) -> str | None:
     if node in bound:
         return None
     elsewhere = [r.id for r in releases() if r.tag is not None and node in _series(r.tag)[0]]
-    return f"{rel.id}'s series binds no patch to this test (bound at {', '.join(elsewhere)})" if elsewhere else None
+    return (f"{rel.id}'s series binds no patch to {node.removeprefix('tests/regress/vllm/')} "
+            f"(bound at {', '.join(elsewhere)})") if elsewhere else None
 
 
 def pytest_collection_modifyitems(config, items):
