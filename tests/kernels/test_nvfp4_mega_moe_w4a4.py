@@ -92,3 +92,21 @@ def test_dsv4_pro_shape_one_expert():
     yo = W.expert_oracle(x.double().numpy(), ex, LIMIT)
     _check(W.expert_torch(x.to(DEVICES[-1]), ex, LIMIT), yo)
     assert W.rel_err(torch.from_numpy(yo), W.expert_ideal(x.double().numpy(), ex, LIMIT)) <= 0.25
+
+
+def test_fp8_shared_expert_dequantizes_to_bf16_exactly_with_power_of_two_scales():
+    """The number behind fusing DSV4 Pro's FP8 shared expert into `fp4_fp4_mega_moe` (BF16 shared experts
+    only): every E4M3 value times a power-of-two block scale (UE8M0) is a BF16 number, so the BF16 copy is
+    exact; with arbitrary FP32 scales it is not (most products round, by up to 2^-8 relative)."""
+    e4m3 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()
+    e4m3 = e4m3[torch.isfinite(e4m3)]
+    for k in range(-40, 41):
+        v = e4m3 * 2.0 ** k
+        assert torch.equal(v.to(torch.bfloat16).float(), v), k
+    scales = torch.rand(64, generator=torch.Generator().manual_seed(5)) + 0.5  # not powers of two
+    v = (e4m3[None, :] * scales[:, None]).flatten()
+    rounded = v.to(torch.bfloat16).float()
+    inexact = (rounded != v).float().mean().item()
+    assert inexact > 0.5
+    nz = v != 0
+    assert ((rounded - v).abs()[nz] / v.abs()[nz]).max().item() <= 2.0 ** -8  # half a BF16 ulp
