@@ -41,9 +41,9 @@ Examples:
                                                # refreshed copy elsewhere; pin untouched
   dsv4-patch bump vllm 0.33.0 --stop-on-conflict
   dsv4-patch bump vllm --walk v0.27.1..v0.33.0 # every release between: where each patch stops
-  dsv4-patch bump deepgemm --walk 54e2261..main --step 20
-  dsv4-patch bump deepgemm 2.8.1 --no-regress  # a [[stacks.deepgemm.targets]] entry: the DeepGEMM
-                                               # vendored in the vLLM 0.33.0 wheel (partial tree)
+  dsv4-patch bump deepgemm 0.35.0 --no-regress # the DeepGEMM vendored in the vLLM 0.35.0 wheel
+  dsv4-patch bump deepgemm vllm-0.33.0 --no-regress  # a [[stacks.deepgemm.targets]] entry: the other
+                                               # 2.8.1 tree, vendored in the vLLM 0.33.0 wheel (partial)
 
 Resolving a conflict (remembered for the next attempt):
 
