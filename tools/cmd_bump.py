@@ -26,7 +26,8 @@ run on the pristine REF without it: fixed-upstream (they pass: upstream solved
 it its own way; proposed for removal like an upstreamed patch), needed (an assertion fails),
 or why no verdict was reached: outside (needs files a partial tree lacks), probe-error (a test
 raised something other than an assertion), unimportable (the tests cannot import against REF),
-untestable (skipped, with the reason), no-intent (no test named). --no-semantic skips them.
+untestable (skipped, with the reason), timeout (the intent run ran past DSV4_INTENT_TIMEOUT
+before its tests finished), no-intent (no test named). --no-semantic skips them.
 
 REF is a release version (0.28.0 or v0.28.0, from the package index, for sdist/wheel stacks),
 a tag, a branch or a commit (git/path stacks). By default the run carries on past conflicts so
