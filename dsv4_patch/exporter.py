@@ -78,6 +78,12 @@ def render_patches(tree: Path) -> list[tuple[str, bytes]]:
     # One format-patch per commit: splitting one --stdout stream on "From <sha>" lines would also
     # split at such a line inside a commit message.
     chunks = [_format_one(g, sha) for sha in shas]
+    for sha, chunk in zip(shas, chunks):
+        if not chunk.strip():  # format-patch writes nothing for a commit that changes nothing, or a merge
+            parents, _, subject = g.out("log", "-1", "--format=%P%x00%s", sha).partition("\0")
+            what = "a merge" if len(parents.split()) > 1 else "empty (it changes no file)"
+            raise Dsv4Error(f"{tree}: commit {sha[:12]} {subject[:60]!r} is {what}; a patch file cannot carry it",
+                            hint=f"drop it (`git -C {tree} rebase -i {BASE_REF}`), then export again")
     out, taken = [], set()
     for sha, chunk in zip(shas, chunks):
         chunk, name = strip_trailer(chunk)

@@ -199,7 +199,7 @@ def _reuse(cfg: StackConfig, g: Git, patch: PatchFile, root: Path) -> str | None
     exact = resolutions.lookup(cfg, patch.name, key)
     candidates = ([exact] if exact else []) + [r for r in resolutions.recorded(cfg, patch.name) if r != exact]
     for found in candidates:
-        diff = parse_patch_bytes(found.read_bytes(), patch.name)
+        diff = _read_resolution(found, patch)
         _refuse_foreign(patch, found, diff)
         if _fits(g, diff.raw):
             g.run("reset", "-q", "--hard", "HEAD")  # drop the conflicted attempt, then lay the resolution
@@ -207,6 +207,21 @@ def _reuse(cfg: StackConfig, g: Git, patch: PatchFile, root: Path) -> str | None
             rel = str(found.relative_to(root)) if found.is_relative_to(root) else str(found)
             return rel if found == exact else f"{rel} (recorded against another pre-image; applied by context)"
     return None
+
+
+def _read_resolution(found: Path, patch: PatchFile) -> PatchFile:
+    """A remembered resolution, parsed as a patch file; what is wrong with it names the file."""
+    from .errors import PatchFormatError
+
+    hint = f"delete {found} (then resolve the conflict of {patch.name} by hand: it is recorded again)"
+    try:
+        return parse_patch_bytes(found.read_bytes(), patch.name)
+    except OSError as e:
+        raise PatchFormatError(f"{found}: cannot read this resolution ({e.strerror or e})", hint=hint) from None
+    except PatchFormatError as e:
+        why = e.message.split(": ", 1)[1] if e.message.startswith(patch.name) else e.message
+        why = why.split(": ", 1)[1] if why[:1].isdigit() and ": " in why else why  # "1: ..." (a line number)
+        raise PatchFormatError(f"{found}: not a usable resolution of {patch.name}: {why}", hint=hint) from None
 
 
 def _refuse_foreign(patch: PatchFile, found: Path, diff: PatchFile) -> None:

@@ -488,3 +488,35 @@ def test_export_judges_a_tree_built_before_the_record_by_what_its_build_made(env
     st["commits"] = st["commits"][:1]  # exported by the older version since: "made" says nothing now
     write_state(tree, st)
     api.export(load_project(env.root), "demo", out=env.out)
+
+
+def test_an_empty_commit_on_the_stack_branch_is_one_line_at_export(env):
+    tree = _two_patches(env)
+    git(tree, "commit", "-q", "--allow-empty", "-m", "[DSV4] Nothing\n\nWhy.\n\n" + META)
+    before = env.patch_bytes()
+    with pytest.raises(Dsv4Error) as ei:
+        api.export(load_project(env.root), "demo", out=env.out)
+    msg = ei.value.one_line()
+    assert "\n" not in msg and "empty" in msg and "Nothing" in msg, msg
+    assert env.patch_bytes() == before
+
+
+@pytest.mark.parametrize("bad", ["garbage", "folder", "no-diff"])
+def test_a_bad_resolution_file_is_one_line_naming_it(env, bad):
+    failed = _stack_that_conflicts(env, keep_old_tree=False)
+    _resolve_by_hand(failed)
+    _apply(env, resume=True)
+    [stored] = sorted((env.root / "patches/demo/resolutions").rglob("*.patch"))
+    if bad == "garbage":
+        stored.write_bytes(b"\x00\xff not a patch at all\n")
+    elif bad == "folder":
+        stored.unlink()
+        stored.mkdir()
+    else:
+        raw = stored.read_bytes()
+        stored.write_bytes(raw[: raw.index(b"\ndiff --git ") + 1])
+    shutil.rmtree(env.out / "demo")
+    with pytest.raises(Dsv4Error) as ei:
+        _apply(env)
+    msg = ei.value.one_line()
+    assert "\n" not in msg and str(stored) in msg, msg
