@@ -195,6 +195,7 @@ def main(argv=None) -> int:
         print(f"{stack}: {res['action']}" + (f" ({res['status']}, {res['report']})" if "status" in res else "")
               + (f" in {res['seconds']} s" if "seconds" in res else ""), flush=True)
         worst(res.get("exit_code", 0))
+    print(f"upstream bump: {len(labels)} stack(s) in {budget - (deadline - time.monotonic()):.1f} s, exit {rc}")
     return rc
 
 
