@@ -84,3 +84,13 @@ def test_check_without_any_local_pin_says_what_it_did_not_compile(env, cli):
     p = cli(env, "check", "demo", check=0)  # nothing local to read: a note, not a failure
     assert "note: 1 Python file the series touches not compiled" in p.stderr
     assert "dsv4-patch apply demo" in p.stderr
+
+
+def test_status_check_with_intent_tests_reads_the_objects_it_made(env, cli):
+    """`status --check` with its intent tests (the default) builds only the pristine pin and makes
+    the patches' commits in its object store: the compile check reads them there."""
+    _project_with_python(env)
+    _broken_patch(env)
+    shutil.rmtree(env.out / "demo")
+    p = cli(env, "status", "demo", "--check", check=1)
+    assert "does not compile: build/demo/pkg/rocm.py:2: IndentationError" in p.stdout, p.stdout

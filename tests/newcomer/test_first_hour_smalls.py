@@ -104,3 +104,22 @@ def test_export_check_fails_when_a_release_tree_is_missing(env, cli):
     cli(env, "export", "demo", check=0)  # writing skips a release without a tree, as before
     cli(env, "apply", "demo@v2", check=0)
     cli(env, "export", "demo", "--check", check=0)
+
+
+def test_gpu_tests_without_a_gpu_do_not_suggest_installing_torch(monkeypatch):
+    """Without a GPU the vLLM GPU tests skip for the GPU: `pip install torch` would change nothing."""
+    sys.path.insert(0, str(ROOT / "tests/regress/vllm"))
+    try:
+        import _cuda_torch
+    finally:
+        sys.path.remove(str(ROOT / "tests/regress/vllm"))
+    import importlib.util
+
+    monkeypatch.setattr(_cuda_torch, "_maybe_a_gpu", lambda: False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)  # torch not installed
+    torch, why = _cuda_torch.cuda_torch()
+    assert torch is None and why == _cuda_torch.NEEDS_GPU and "pip install" not in why
+    monkeypatch.setattr(_cuda_torch, "_maybe_a_gpu", lambda: True)  # a GPU: then torch is what is missing
+    assert _cuda_torch.cuda_torch() == (None, _cuda_torch.NEEDS_TORCH)
+    sglang = (ROOT / "tests/regress/sglang/test_o_fp8_qdq_gpu.py").read_text()
+    assert 'reason="needs torch (pip install' not in sglang  # its reason names the GPU first

@@ -27,7 +27,8 @@ except ImportError:  # still collected (regress names these ids), then skipped b
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(torch is None, reason="needs torch (pip install torch==2.13.0 -e '.[kernels]')"),
+    pytest.mark.skipif(torch is None, reason="needs an NVIDIA CUDA GPU (the lent H200) and torch there "
+                       "(pip install torch==2.13.0 -e '.[kernels]')"),
     pytest.mark.skipif(torch is not None and not (torch.cuda.is_available() and torch.version.hip is None),
                        reason="needs an NVIDIA CUDA GPU (the lent H200)"),
 ]

@@ -33,11 +33,12 @@ def _maybe_a_gpu() -> bool:
 
 
 def cuda_torch():
-    """(torch, None) where torch sees a GPU, else (None, why the GPU tests skip)."""
-    if importlib.util.find_spec("torch") is None:
-        return None, NEEDS_TORCH
+    """(torch, None) where torch sees a GPU, else (None, why the GPU tests skip). Without a GPU
+    the reason is the GPU: installing torch would not make these tests run."""
     if not _maybe_a_gpu():
         return None, NEEDS_GPU
+    if importlib.util.find_spec("torch") is None:
+        return None, NEEDS_TORCH
     try:
         import torch
     except ImportError:  # installed but broken: as if absent
