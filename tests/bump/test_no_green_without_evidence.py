@@ -70,3 +70,19 @@ def test_regress_skips_are_not_a_failure_unless_evidence_is_required(benv):
     assert rep["unverified"] == {"demo/p1.patch": "not-verified: needs an NVIDIA GPU"}
     p = cli(benv, "regress", "demo", "--require-verified")
     assert p.returncode == 4 and "unverified: demo/p1.patch (not-verified: needs an NVIDIA GPU)" in p.stderr, p.stderr
+
+
+def test_bump_report_is_written_where_it_says(benv, tmp_path):
+    _stack(benv, "test_tagged")
+    benv.up.write("src/b.txt", "top\n" + numbered(30, "b"))
+    new = benv.up.commit("v2")
+    where = tmp_path / "cwd"
+    where.mkdir()
+    p = subprocess.run([sys.executable, str(TOOL), "bump", "demo", new, "--no-semantic", "--report", "reports/r.md",
+                        "--project", str(benv.root)], cwd=where, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "DSV4_PATCH_CACHE": str(benv.cache.root)})
+    assert p.returncode == 4, p.stdout + p.stderr  # applied and regress passed, but no intent test ran
+    md, js = where / "reports/r.md", where / "reports/r.json"
+    assert md.read_text().startswith("# Bump demo") and json.loads(js.read_text())["result"] == "unverified"
+    assert "report: reports/r.md and reports/r.json" in p.stderr, p.stderr
+    assert "intent tests not run (--no-semantic)" in md.read_text()
