@@ -240,6 +240,30 @@ def refresh_commits(tree: Path, old: str, new: str, root: Path) -> list[str]:
     return notes
 
 
+def message_summary(lines: list[str]) -> list[str]:
+    """refresh_commits' lines, one per patch: how many ids moved, how many name the old tests, which
+    message lines name the old version."""
+    by: dict[str, dict] = {}
+    for ln in lines:
+        m = re.match(r"^(.*?): (?:(Regression-Test|Intent-Test) (\S+) (->|names)|message line (\d+) names)", ln)
+        if not m:
+            continue
+        d = by.setdefault(m.group(1), {"moved": 0, "kept": 0, "prose": []})
+        if m.group(5):
+            d["prose"].append(m.group(5))
+        elif m.group(4) == "->":
+            d["moved"] += 1
+        else:
+            d["kept"] += 1
+    out = []
+    for patch, d in by.items():
+        parts = ([f"{d['moved']} test id(s) moved to the new release's tests"] if d["moved"] else []) + \
+                ([f"{d['kept']} test id(s) still name the old release's tests (no counterpart)"] if d["kept"] else []) + \
+                ([f"message line(s) {', '.join(d['prose'])} name the old version"] if d["prose"] else [])
+        out.append(f"{patch}: " + "; ".join(parts))
+    return out
+
+
 # --- bump's advice ---------------------------------------------------------------------------------
 
 def port_hints(project: Project, cfg: StackConfig, target, g: Git, outcomes) -> list[str]:
@@ -376,6 +400,7 @@ def add(project: Project, stack: str, tag: str, *, source_release: str | None = 
             return _stop(res, rep, project)
         tree = Path(rep.tree)
         res.messages = refresh_commits(tree, src.release or "", key, project.root)
+        res.notes = [n for n in res.notes if ": its message names " not in n]
         _rerender(tree, staging, src)
         pin = rep.new.get("pin") or {}
         commit = (pin.get("stack") or {}).get("commit") or rep.new["commit"]
@@ -459,6 +484,7 @@ def move(project: Project, stack: str, frm: str, to: str, *, opts: ReleaseOption
             return _stop(res, rep, project)
         tree = Path(rep.tree)
         res.messages = refresh_commits(tree, cfg.release or "", key, project.root)
+        res.notes = [n for n in res.notes if ": its message names " not in n]
         _rerender(tree, staging, cfg)
         if (old_dir / "resolutions").is_dir():  # keyed by pre-image: still good where they fit
             shutil.copytree(old_dir / "resolutions", staging / "resolutions")

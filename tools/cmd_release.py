@@ -74,7 +74,9 @@ def _show(res, as_json: bool, out: Optional[Path], project: Optional[Path]) -> N
               f"conflict trees: {trees}; resolve there, then `{again} --record-resolution`"
               + (f"; report: {report}" if report else ""), file=sys.stderr)
         raise typer.Exit(res.exit_code)
-    for m in res.messages:
+    from dsv4_patch.releases import message_summary
+
+    for m in message_summary(res.messages):  # every line: --json's "messages"
         print(f"message: {m}")
     for n in res.notes:
         print(f"note: {n}")

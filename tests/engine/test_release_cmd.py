@@ -292,6 +292,9 @@ def test_release_add_refreshes_test_ids_and_flags_what_names_the_old_release(env
     assert any("-> tests/regress/demo/v0_3/test_v0_3_demo.py::test_release" in m for m in res.messages)
     assert any("test_other names v0.2.0's test; no tests/regress/demo/v0_3/" in m for m in res.messages)
     assert any("message line 3 names v0.2.0: Measured on vLLM-like 0.2.0 only." in m for m in res.messages), res.messages
+    assert releases.message_summary(res.messages) == [
+        "[DSV4] Cee: 1 test id(s) moved to the new release's tests; 1 test id(s) still name the old release's tests "
+        "(no counterpart); message line(s) 3 name the old version"]
     # the carried release's own folder is untouched
     assert "v0_3" not in (env.root / "patches/demo/releases/v0.2.0/cee.patch").read_text()
 
