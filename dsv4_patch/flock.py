@@ -7,7 +7,8 @@ already cloning or importing from it.
 
 The locks are flocks on a fresh descriptor each time: not re-entrant. A process that takes a lock
 it already holds waits for itself forever (locks.py keeps a count per stack to make the stack
-lock re-entrant on top of this)."""
+lock re-entrant on top of this, and hands the locked descriptor to the children that must share
+it: a child that opens the folder afresh would wait for its parent forever)."""
 
 from __future__ import annotations
 
