@@ -1,7 +1,9 @@
 """Import the patched tree's DeepSeek V4 Triton cache writers on a machine without a vLLM install,
 e.g. the lent H200: vllm/v1/attention/ops/common.py and, under vllm/models/deepseek_v4/common/ops/,
 cache_utils.py, fused_indexer_q.py, fused_inv_rope_fp8_quant.py and fused_compress_quant_cache.py
-are the tree's own files, loaded as the modules of those names; the vLLM infrastructure they import
+are the tree's own files, loaded as the modules of those names (and, where the tree has DeepSeek
+V4.1, its writers under vllm/models/deepseek_v41/common/ops/: cache_utils.py,
+fused_compress_quant_cache.py and indexer_k_store.py); the vLLM infrastructure they import
 at module level is replaced by stand-ins (platform: CUDA, OCP e4m3, no PDL; no CuTe DSL). The JIT
 warmup machinery (from v0.33.0 several writers launch through it) is the tree's own
 vllm/model_executor/warmup/jit_warmup*.py, loaded the same way; an inert class stands for it only in
@@ -18,6 +20,7 @@ import types
 from pathlib import Path
 
 OPS = "vllm.models.deepseek_v4.common.ops"
+OPS41 = "vllm.models.deepseek_v41.common.ops"
 _WARMUP = {  # loaded from the tree where its writers launch through them (v0.33.0)
     "vllm.model_executor.warmup.jit_warmup": "vllm/model_executor/warmup/jit_warmup.py",
     "vllm.model_executor.warmup.jit_warmup_triton_helper": "vllm/model_executor/warmup/jit_warmup_triton_helper.py",
@@ -28,6 +31,11 @@ _FILES = {  # module -> file in the tree, in import order
     f"{OPS}.cache_utils": "vllm/models/deepseek_v4/common/ops/cache_utils.py",
     f"{OPS}.fused_inv_rope_fp8_quant": "vllm/models/deepseek_v4/common/ops/fused_inv_rope_fp8_quant.py",
     f"{OPS}.fused_compress_quant_cache": "vllm/models/deepseek_v4/common/ops/fused_compress_quant_cache.py",
+}
+_FILES41 = {  # DeepSeek V4.1's writers (from v0.33.0), loaded where the tree has them
+    f"{OPS41}.cache_utils": "vllm/models/deepseek_v41/common/ops/cache_utils.py",
+    f"{OPS41}.fused_compress_quant_cache": "vllm/models/deepseek_v41/common/ops/fused_compress_quant_cache.py",
+    f"{OPS41}.indexer_k_store": "vllm/models/deepseek_v41/common/ops/indexer_k_store.py",
 }
 _installed: list[str] = []
 
@@ -112,7 +120,8 @@ def _stubs(tree: Path) -> dict[str, types.ModuleType]:
              "vllm.model_executor.layers.quantization", "vllm.model_executor.layers.quantization.utils",
              "vllm.model_executor.warmup", "vllm.utils", "vllm.v1", "vllm.v1.attention",
              "vllm.v1.attention.ops", "vllm.models", "vllm.models.deepseek_v4",
-             "vllm.models.deepseek_v4.common", OPS, "vllm.distributed"]
+             "vllm.models.deepseek_v4.common", OPS, "vllm.distributed",
+             "vllm.models.deepseek_v41", "vllm.models.deepseek_v41.common", OPS41]
     stubs = {n: mod(n) for n in names}
     stubs.update({
         "vllm.platforms": mod("vllm.platforms", current_platform=_Platform()),
@@ -123,7 +132,8 @@ def _stubs(tree: Path) -> dict[str, types.ModuleType]:
         "vllm.distributed.parallel_state": mod("vllm.distributed.parallel_state", GroupCoordinator=object),
         "vllm.utils.import_utils": mod("vllm.utils.import_utils", has_cutedsl=lambda: False),
         "vllm.utils.math_utils": mod("vllm.utils.math_utils", next_power_of_2=triton.next_power_of_2,
-                                     round_up=lambda x, y: (x + y - 1) // y * y),
+                                     round_up=lambda x, y: (x + y - 1) // y * y,
+                                     cdiv=lambda x, y: -(-x // y)),
         "vllm.utils.torch_utils": mod("vllm.utils.torch_utils", direct_register_custom_op=_register_custom_op),
         "vllm.utils.deep_gemm": mod("vllm.utils.deep_gemm", get_tma_aligned_size=_tma_aligned_size,
                                     mqa_logits_use_mx_scales=lambda: False),
@@ -165,6 +175,22 @@ def install(tree: Path) -> dict[str, types.ModuleType]:
     ops.quantize_and_insert_k_cache = loaded["cache_utils"].quantize_and_insert_k_cache
     ops.fused_indexer_q_rope_quant = loaded["fused_indexer_q"].fused_indexer_q_rope_quant
     ops.fused_inv_rope_fp8_quant = loaded["fused_inv_rope_fp8_quant"].fused_inv_rope_fp8_quant
+    ops41 = sys.modules[OPS41]  # the names V4.1's package takes from V4 (its __init__ re-exports)
+    for name in ("MXFP4_BLOCK_SIZE", "_fp32x2_to_fp4x2", "fused_indexer_q_rope_quant"):
+        setattr(ops41, name, getattr(loaded["fused_indexer_q"], name))
+    ops41.fused_inv_rope_fp8_quant = ops.fused_inv_rope_fp8_quant
+    for name, rel in _FILES41.items():
+        if not (tree / rel).exists():  # no DeepSeek V4.1 in this tree (v0.27.1)
+            continue
+        spec = importlib.util.spec_from_file_location(name, tree / rel)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        _installed.append(name)
+        spec.loader.exec_module(module)
+        setattr(ops41, name.rpartition(".")[2], module)
+        loaded["v41_" + name.rpartition(".")[2]] = module
+    if "v41_cache_utils" in loaded:
+        ops41.quantize_and_insert_k_cache = loaded["v41_cache_utils"].quantize_and_insert_k_cache
     return loaded
 
 
