@@ -194,13 +194,30 @@ def _strip_prefix(p: str) -> str | None:
     return p
 
 
+def _quoted_end(s: str) -> int:
+    """The index after the closing quote of the C-quoted string that opens `s` (escapes skipped)."""
+    i = 1
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+        elif s[i] == '"':
+            return i + 1
+        else:
+            i += 1
+    raise ValueError(s)
+
+
 def _split_diff_git(rest: str) -> tuple[str, str]:
-    """Split the 'a/x b/y' part of a 'diff --git' line (paths may be quoted)."""
+    """Split the 'a/x b/y' part of a 'diff --git' line (paths may be quoted, either or both: a rename
+    from a plain name to one git quotes has `a/old "b/n\\303\\251w"`)."""
     if rest.startswith('"'):
-        end = rest.index('"', 1)
-        while rest[end - 1] == "\\":
-            end = rest.index('"', end + 1)
-        return rest[: end + 1], rest[end + 2 :]
+        end = _quoted_end(rest)
+        if rest[end : end + 1] != " ":
+            raise ValueError(rest)
+        return rest[:end], rest[end + 1 :]
+    if rest.endswith('"') and ' "' in rest:  # a plain name has no '"': the first ' "' starts the second
+        idx = rest.index(' "')
+        return rest[:idx], rest[idx + 1 :]
     # unquoted: both halves are equal length when the path does not change (common case)
     half = (len(rest) - 1) // 2
     if rest[half] == " " and rest[:half][2:] == rest[half + 1 :][2:]:

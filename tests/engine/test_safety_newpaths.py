@@ -520,3 +520,22 @@ def test_a_bad_resolution_file_is_one_line_naming_it(env, bad):
         _apply(env)
     msg = ei.value.one_line()
     assert "\n" not in msg and str(stored) in msg, msg
+
+
+# ---------------------------------------------------------------- 9. renames and copies to paths git quotes
+@pytest.mark.parametrize("new", ["src/n\u00e9w.txt", "src/with\ttab.txt", "caf\u00e9/b.txt", 'src/q"uote.txt'])
+def test_a_rename_to_a_quoted_path_round_trips(env, new):
+    """export writes what apply and check accept: a rename whose new name git quotes (non-ASCII,
+    a tab, a quote) with an unquoted old name on the same `diff --git` line."""
+    (env.root / "tests").mkdir(exist_ok=True)
+    (env.root / "tests/test_demo.py").write_text("def test_ok():\n    pass\n")
+    content = numbered(30, "b")
+    env.author({"src/b.txt": None, new: content.replace("b 7\n", "b seven\n")}, "[DSV4] Move b")
+    raw = (env.root / "patches/demo/move-b.patch").read_bytes()
+    assert b"rename from src/b.txt" in raw and b'"b/' in raw  # the shape that was refused
+    assert [f.message for f in api.check(load_project(env.root))] == []
+    res = env.rebuild()
+    assert (res.tree / new).read_text() == content.replace("b 7\n", "b seven\n") and not (res.tree / "src/b.txt").exists()
+    before = env.patch_bytes()
+    env.export()
+    assert env.patch_bytes() == before  # apply -> export is byte-identical
