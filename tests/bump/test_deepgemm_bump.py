@@ -68,16 +68,13 @@ def _bump(project_root: Path, out: Path, ref: str = TARGET):
 
 # ------------------------------------------------------------------ the pin: vLLM 0.34.0's vendored tree
 @pytest.fixture(scope="module")
-def pinned(tmp_path_factory):
-    from dsv4_patch.api import apply
-
+def pinned(dsv4_tree):
+    """The pin as `dsv4-patch apply deepgemm` builds it (through the `dsv4_tree` fixture: it skips only
+    when no source is reachable, and fails on a refused archive: a sha256 or content-id mismatch)."""
     cfg = load_project(ROOT).stack("deepgemm")
-    out = tmp_path_factory.mktemp("dgpin")
-    try:
-        res = apply(load_project(ROOT), ["deepgemm"], out=out, source="wheel")
-    except SourceError as e:
-        pytest.skip(f"the vLLM 0.34.0 wheel is unreachable here: {e.one_line()}")
-    return cfg, res, out / "deepgemm"
+    assert cfg.sources[0].kind == "wheel" and cfg.sources[0].get("tree"), \
+        "the deepgemm pin's first source must be the vLLM wheel with a content id: CI builds it without GitHub"
+    return cfg, None, dsv4_tree("deepgemm", patched=False)
 
 
 def test_apply_builds_the_pin_from_the_wheel_without_github(pinned):
@@ -172,12 +169,14 @@ def test_historical_stack_report_and_docs_agree(historical):
 def test_historical_markdown_report_rows_match_the_docs(historical):
     """The report a person reads (build/deepgemm.bump-report.md) says what the docs page says."""
     md = bump_markdown(historical)
+    header = next(ln for ln in md.splitlines() if ln.startswith("| # | patch |"))
+    col = {c.strip(): i for i, c in enumerate(header.strip("|").split("|"))}  # by name: columns get added
     for name, (status, outside, semantic) in _doc_rows().items():
         row = next(ln for ln in md.splitlines() if f"| `{name}` |" in ln)
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[2] == status
-        assert cells[3] in (semantic, "untestable")  # untestable only without the CUDA tools (see above)
-        assert all(f"`{f}`" in cells[4] for f in outside)
+        assert cells[col["result"]] == status
+        assert cells[col["semantic"]] in (semantic, "untestable")  # untestable only without the CUDA tools
+        assert all(f"`{f}`" in cells[col["detail"]] for f in outside)
 
 
 # ------------------------------------------------------------------ synthetic patches, real 2.8.1 tree
