@@ -407,8 +407,9 @@ def add(project: Project, stack: str, tag: str, *, source_release: str | None = 
         sources = _sources_after(src, pin, rep.new.get("source_index"))
         from .pinning import release_tables
 
-        block = (f"# Carried from the {src.release} series by `dsv4-patch release add` ({_summary(rep.outcomes)}).\n"
-                 + release_tables(primary, key, commit, sources))
+        header, _, rest = release_tables(primary, key, commit, sources).partition("\n")
+        block = (f"{header}\n# Carried from the {src.release} series by `dsv4-patch release add` "
+                 f"({_summary(rep.outcomes)}).\n{rest}")  # inside the table: retire removes it with it
         res.toml_block = block
         text = project.config_path.read_text(encoding="utf-8")
         new_text = tomllines.insert_after(text, ("stacks", stack), block)
@@ -505,9 +506,11 @@ def move(project: Project, stack: str, frm: str, to: str, *, opts: ReleaseOption
         if idx is not None and pin.get("source"):
             new_text = set_keys(new_text, f"[[stacks.{primary.name}.releases.\"{key}\".sources]]", pin["source"], nth=idx)
         parse_project(project.root, new_text, project.config_path)
-        stale = [ln.strip() for ln in new_text.splitlines() if ln.lstrip().startswith("#")
-                 and cfg.release and (cfg.release in ln or (_forms(cfg.release) or ("\0",))[0] in ln)]
-        res.notes += [f"stacks.toml comment still names {cfg.release}: {ln}" for ln in stale]
+        lines = new_text.splitlines()
+        mine = [i for a, b in tomllines.table_spans(new_text, ("stacks", primary.name, "releases", key)) for i in range(a, b)]
+        olds = [x for x in (cfg.release, (_forms(cfg.release) or (None,))[0], cfg.commit[:9]) if x]
+        stale = [lines[i].strip() for i in mine if lines[i].lstrip().startswith("#") and any(x in lines[i] for x in olds)]
+        res.notes += [f"stacks.toml: a comment in the moved table still names {cfg.release}: {ln}" for ln in stale]
         if (old_dir / "results").is_dir():
             res.notes.append(f"{_rel(project, old_dir / 'results')} (results of {cfg.release}) stays in git history, "
                              f"not carried: they are not evidence for {key}")

@@ -112,6 +112,11 @@ def _blocks(lines: list[str], prefix: tuple) -> list[tuple[int, int]]:
     return out
 
 
+def table_spans(text: str, prefix: tuple) -> list[tuple[int, int]]:
+    """0-based [start, end) line spans of the tables under `prefix` (see _blocks)."""
+    return _blocks(text.splitlines(keepends=True), prefix)
+
+
 def remove_tables(text: str, prefix: tuple) -> str:
     """Drop every table under `prefix` (its header, keys and comments inside), nothing else; at
     most one blank line is left where they were."""

@@ -200,6 +200,23 @@ def test_release_move_renames_table_and_folder_and_repins(env):
     assert "v2" not in (env.root / "patches/stacks.toml").read_text().split("[stacks.demo.releases")[1]
 
 
+def test_a_release_added_then_retired_leaves_stacks_toml_as_it_was(env):
+    two_releases(env)
+    _v3(env)
+    toml = env.root / "patches/stacks.toml"
+    toml.write_text(toml.read_text() + "\n# a table after the releases\n[stacks.other]\nupstream = \"x\"\ncommit = \"0\"\n"
+                    "\n[[stacks.other.sources]]\nkind = \"path\"\npath = \"/nowhere\"\n")
+    (env.root / "patches/other").mkdir()
+    (env.root / "patches/other/series").write_text("")
+    before = toml.read_text()
+    assert _cli(env, "add", "demo", "v3", "--no-regress", "--no-semantic").exit_code == 4
+    text = toml.read_text()
+    assert text.index('[stacks.demo.releases."v3"]') < text.index("# a table after the releases")
+    assert "\n# Carried from the v2 series by `dsv4-patch release add` (1 clean).\n" in text
+    assert _cli(env, "retire", "demo", "v3", "--force").exit_code == 0
+    assert toml.read_text() == before
+
+
 def test_release_retire_removes_a_release_refuses_the_primary_and_names_the_history(env):
     two_releases(env)
     git(env.root, "init", "-q")
