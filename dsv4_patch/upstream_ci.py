@@ -216,7 +216,8 @@ _DISPLAY: dict[str, str] = {}
 
 def _key(text: str) -> str:
     k = re.sub(r"\d+", "#", text)
-    _DISPLAY.setdefault(k, text)
+    # `--output-format github` lines: the annotation prefix repeats what follows it
+    _DISPLAY.setdefault(k, re.sub(r"^::\w+ [^\n]*?::(?=\S)", "", text))
     return k
 
 
@@ -254,9 +255,14 @@ def pins_dir(cache: Cache, python: Path, tree: Path, reqfile: str, pins: list[st
         tmp = root / f"{key}.tmp"
         subprocess.run(["rm", "-rf", str(tmp), str(dst)], check=False)
         say(progress, f"upstream-ci: installing {' '.join(pins)} (pinned by {reqfile})")
+        pinned = {}
+        for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\[[^\]]*\])?==([^\s;\\#]+)", (tree / reqfile).read_text(), re.M):
+            pinned.setdefault(m.group(1).lower(), f"{m.group(1)}=={m.group(2)}")
         try:
+            tmp.mkdir(parents=True)
+            (tmp / ".constraints.txt").write_text("\n".join(pinned.values()) + "\n")
             _run_install([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-                          "--target", str(tmp), "-c", str(tree / reqfile), *pins], "pip install " + " ".join(pins))
+                          "--target", str(tmp), "-c", str(tmp / ".constraints.txt"), *pins], "pip install " + " ".join(pins))
             (tmp / ".dsv4-done").write_text("\n".join(pins))
             os.replace(tmp, dst)
         finally:
@@ -499,6 +505,8 @@ def _tests(rel, scratch, sg, sha, parent, files, in_parent, status, cache, provi
         return [Check(name, "skipped", f"not-runnable: the test venv could not be made: {str(e).splitlines()[0][:300]}")]
     say(progress, f"upstream-ci {rel.label}: pytest {version} on {len(test_files)} test file(s)")
     rc, got, tail = run_tests(env, pdir, version, scratch, test_files)
+    for o in got.values():
+        o["why"] = o.get("why", "").replace(str(scratch) + "/", "")
     if rc == 97 or (not got and rc not in (0, 5)):
         return [Check(name, "failed", f"error: pytest {version} did not run: {tail.strip().splitlines()[-1:] or rc}")]
     kinds = {n: classify(o) for n, o in got.items()}
