@@ -338,6 +338,12 @@ def _stop(res: ReleaseResult, rep, project: Project) -> ReleaseResult:
     return res
 
 
+def _retell(md: str, rep, again: str) -> str:
+    """The bump's report as the release command's: its retry command is this command's, not a bump
+    (which would refresh and re-pin the release the series came from)."""
+    return md.replace(f"`dsv4-patch bump {rep.stack} {rep.new['label']} --record-resolution`", f"`{again} --record-resolution`")
+
+
 def _summary(outcomes) -> str:
     counts: dict[str, int] = {}
     for o in outcomes:
@@ -395,7 +401,8 @@ def add(project: Project, stack: str, tag: str, *, source_release: str | None = 
         res.notes += rep.hints
         from .bump.report import bump_markdown
 
-        res.bump_report = bump_markdown(rep)
+        again = f"dsv4-patch release add {stack} {tag} --from {src.release}"
+        res.bump_report = _retell(bump_markdown(rep), rep, again)
         if rep.status != "ok":
             return _stop(res, rep, project)
         tree = Path(rep.tree)
@@ -480,7 +487,7 @@ def move(project: Project, stack: str, frm: str, to: str, *, opts: ReleaseOption
         res.notes += rep.hints
         from .bump.report import bump_markdown
 
-        res.bump_report = bump_markdown(rep)
+        res.bump_report = _retell(bump_markdown(rep), rep, f"dsv4-patch release move {primary.name} {cfg.release} {to}")
         if rep.status != "ok":
             return _stop(res, rep, project)
         tree = Path(rep.tree)

@@ -167,6 +167,9 @@ def test_release_add_stops_on_a_conflict_with_nothing_written_then_takes_the_res
     assert "cee.patch: conflict (src/c.txt)" in r.output
     assert toml.read_text() == before and not (env.root / "patches/demo/releases/v3").exists()
     assert not list((env.root / "patches/demo/releases").glob(".*"))
+    report = (env.out / "demo@v3.release-report.md").read_text()
+    assert "then `dsv4-patch release add demo v3 --from v2 --record-resolution`" in report
+    assert "dsv4-patch bump demo@v2" not in report  # that would refresh and re-pin v2 itself
     tree = env.out / "demo@v2.bump-conflicts/cee"
     (tree / "src/c.txt").write_text("patched in v3\n")
     r = _cli(env, "add", "demo", "v3", "--no-regress", "--no-semantic", "--record-resolution")
