@@ -65,11 +65,12 @@ class FileEdit:
 
 # ------------------------------------------------------------------ the mail (mailinfo -k + am)
 def _unfold(lines: list[bytes]) -> list[bytes]:
-    """mailinfo's read_one_header_line: rtrim, and a continuation's first byte becomes a space."""
+    """mailinfo's read_one_header_line: rtrim, and a continuation's first byte becomes a space,
+    then the continuation is rtrimmed (a blank one adds nothing, not even that space)."""
     out: list[bytes] = []
     for ln in lines:
         if ln[:1] in (b" ", b"\t") and out:
-            out[-1] += b" " + ln[1:].rstrip(b" \t")
+            out[-1] += (b" " + ln[1:]).rstrip(b" \t")
         else:
             out.append(ln.rstrip(b" \t"))
     return out
@@ -125,6 +126,8 @@ def parse_mail(raw: bytes) -> Mail:
     m = _FROM.match(frm)
     if not subject.strip() or not m or not 3 <= len(m.group(1)) <= 60:
         raise Declined("subject or author")
+    if m.group(1) == b"Mail System Internal Data":  # git am skips such a message (pine's folder data)
+        raise Declined("a 'Mail System Internal Data' message")
     d = _DATE.match(date)
     if not d:
         raise Declined("date")
@@ -164,6 +167,8 @@ def parse_mail(raw: bytes) -> Mail:
         log.decode("utf-8")
     except UnicodeDecodeError:
         raise Declined("message is not UTF-8") from None
+    if off == 0:
+        sign = b"+"  # git records "-0000" as +0000
     author = m.group(1) + b" <" + m.group(2) + b"> " + str(epoch).encode() + b" " + sign + tzh + tzm
     return Mail(author, _stripspace(subject + b"\n\n" + log), diff)
 
@@ -265,7 +270,12 @@ def parse_diff(diff: bytes) -> list[FileEdit]:
                     raise Declined("hunk body")
                 i += 1
                 if i < len(lines) and lines[i].startswith(b"\\"):
-                    # "\ No newline at end of file": the line before has no '\n'
+                    # "\ No newline at end of file": the line before has no '\n'. Only the marker
+                    # format-patch writes, after a side's last line: git apply reads any other as a
+                    # corrupt patch, or strips a newline mid-hunk (not provably the same result).
+                    if lines[i] != b"\\ No newline at end of file" or \
+                            (ro if tag == b"-" else rn if tag == b"+" else ro or rn):
+                        raise Declined("a '\\ No newline' marker git apply may read otherwise")
                     if tag in (b" ", b""):
                         pre[-1] = pre[-1][:-1]
                         post[-1] = post[-1][:-1]

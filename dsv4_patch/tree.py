@@ -465,11 +465,20 @@ def _refuse_unsafe(stack_cfg: StackConfig, patches: list[PatchFile]) -> None:
 
 
 def _commits(g: Git, base: str) -> list[tuple[str, str]]:
-    """(patch file name, sha) for each commit on top of base, from the Patch-Filename trailer."""
-    out = g.out("log", "--reverse", "--format=%H%x00%B%x01", f"{base}..HEAD")
-    res = []
-    for rec in filter(None, (r.strip() for r in out.split("\x01"))):
-        sha, _, msg = rec.partition("\x00")
+    """(patch file name, sha) for each commit on top of base, from the Patch-Filename trailer.
+    The messages are read as commit objects (`cat-file --batch`, sized): a message may hold any
+    byte (a \\x01 in one split a `log --format` record there: its patch seemed already upstream)."""
+    shas = g.out("rev-list", "--reverse", f"{base}..HEAD").split()
+    if not shas:
+        return []
+    out = g.run("cat-file", "--batch", stdin=("\n".join(shas) + "\n").encode()).out.encode("utf-8", "surrogateescape")
+    res, pos = [], 0
+    for sha in shas:
+        nl = out.index(b"\n", pos)
+        size = int(out[pos:nl].split()[2])
+        obj = out[nl + 1:nl + 1 + size]
+        pos = nl + 1 + size + 1
+        msg = obj.partition(b"\n\n")[2].decode("utf-8", "replace")
         m = re.search(r"^Patch-Filename: (.+)$", msg, re.M)
         res.append((m.group(1).strip() if m else "", sha))
     return res
