@@ -338,3 +338,15 @@ def test_release_add_runs_the_new_release_regression_tests(env):
     [p] = res.regress["patches"]
     assert p["patch"] == "cee.patch" and p["outcome"] == "failed"
     assert load_project(env.root).target("demo@v3")  # written all the same, as bump writes before it regresses
+
+
+def test_release_move_of_the_primary_is_a_bump_of_it(env):
+    two_releases(env)
+    v3 = _v3(env)
+    primary = load_project(env.root).stack("demo").release
+    r = _cli(env, "move", "demo", primary, "v3", "--dry-run")
+    assert r.exit_code == 2 and "bump demo v3 --into" in r.output
+    r = _cli(env, "move", "demo", primary, "v3", "--no-regress", "--no-semantic")
+    assert r.exit_code == 4, r.output  # written, no tests run: unverified
+    proj = load_project(env.root)
+    assert proj.stack("demo").commit == v3 and proj.target("demo@v2").commit != v3
