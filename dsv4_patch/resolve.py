@@ -177,10 +177,50 @@ def _skip_committed(g: Git, patch: PatchFile) -> str:
     return r.out + r.err
 
 
+RECORDED = Path("dsv4") / "recorded.json"  # in the attempt's .git: resolutions it stored (for --abort)
+
+
 def _remember(cfg: StackConfig, g: Git, patch: PatchFile, pre: str, key: str, root: Path) -> str:
+    import hashlib
+    import json
+
+    from .atomicio import write_atomic
+
     data, _ = strip_trailer(g.format_patch(f"{pre}..{_first_after(g, pre)}"))
+    existed = resolutions.path_for(cfg, patch.name, key).exists()
     stored = resolutions.store(cfg, patch.name, key, data)
+    if not existed:  # --abort takes back what this attempt added (and only that)
+        log = g.path / ".git" / RECORDED
+        try:
+            entries = json.loads(log.read_text())
+        except (OSError, ValueError):
+            entries = []
+        entries.append({"path": str(stored), "sha256": hashlib.sha256(data).hexdigest()})
+        write_atomic(log, json.dumps(entries))
     return str(stored.relative_to(root)) if stored.is_relative_to(root) else str(stored)
+
+
+def _forget_recorded(tree: Path) -> list[Path]:
+    """Delete the resolutions the attempt in `tree` stored, where they are still its bytes."""
+    import hashlib
+    import json
+
+    try:
+        entries = json.loads((tree / ".git" / RECORDED).read_text())
+    except (OSError, ValueError):
+        return []
+    gone = []
+    for e in entries if isinstance(entries, list) else []:
+        try:
+            f = Path(e["path"])
+            if f.is_file() and hashlib.sha256(f.read_bytes()).hexdigest() == e["sha256"]:
+                f.unlink()
+                gone.append(f)
+                if f.parent.is_dir() and not any(f.parent.iterdir()):
+                    f.parent.rmdir()
+        except (OSError, KeyError, TypeError):
+            continue
+    return gone
 
 
 def _first_after(g: Git, pre: str) -> str:
@@ -396,6 +436,7 @@ def _finish(cfg: StackConfig, out: Path, tree: Path, cache: Cache, t0: float, do
     base = g.rev(BASE_REF)
     from .localwork import ref_snapshot
 
+    (tree / ".git" / RECORDED).unlink(missing_ok=True)  # finished: its resolutions are kept
     write_state(tree, {"base": base, "source": _base_source(cfg, cache, base), "stack": cfg.name, "upto": None,
                        "label": cfg.label, "refs": ref_snapshot(g, f"dsv4/{cfg.name}"),
                        "fingerprint_source": None, "tip": None, "commits": [], "fingerprint": None})
@@ -485,5 +526,6 @@ def abort_apply(cfg: StackConfig, out: Path) -> Path:
     if not tree.exists():
         raise UsageError(f"{cfg.label}: no stopped apply in {tree}")
     with OutDir(out).locked():
+        _forget_recorded(tree)  # resolutions recorded during the attempt go with it
         shutil.rmtree(tree)
     return tree

@@ -539,3 +539,29 @@ def test_a_rename_to_a_quoted_path_round_trips(env, new):
     before = env.patch_bytes()
     env.export()
     assert env.patch_bytes() == before  # apply -> export is byte-identical
+
+
+# ---------------------------------------------------------------- 12. smaller ones
+def test_abort_takes_back_the_resolutions_recorded_during_the_attempt(env):
+    """Two patches that conflict at the new pin: the first resolved and recorded by --continue,
+    which stops at the second; --abort drops the attempt and what it recorded, nothing else."""
+    (env.root / "tests").mkdir(exist_ok=True)
+    (env.root / "tests/test_demo.py").write_text("def test_ok():\n    pass\n")
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    env.author({"src/b.txt": numbered(30, "b").replace("b 7\n", "b seven\n")}, "[DSV4] Seven")
+    env.up.write("src/a.py", numbered(60).replace("line 3\n", "line 3 (upstream)\n"))
+    env.up.write("src/b.txt", numbered(30, "b").replace("b 7\n", "b 7 (upstream)\n"))
+    env.repin(env.up.commit("upstream rewrites both lines"))
+    older = env.root / "patches/demo/resolutions/other/kept-from-before.patch"  # not the attempt's
+    older.parent.mkdir(parents=True)
+    older.write_bytes(b"an older resolution\n")
+    with pytest.raises(ConflictError):
+        _apply(env)
+    failed = env.out / ".dsv4/failed/demo"
+    _resolve_by_hand(failed)
+    with pytest.raises(ConflictError, match="seven.patch"):  # Three recorded; Seven stops (none fits it)
+        _apply(env, resume=True)
+    assert list((env.root / "patches/demo/resolutions/three").glob("*.patch"))
+    api.abort_apply(load_project(env.root), "demo", out=env.out)
+    assert not (env.root / "patches/demo/resolutions/three").exists()
+    assert older.read_bytes() == b"an older resolution\n"
