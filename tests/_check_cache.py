@@ -6,9 +6,14 @@ the next test run. A computation whose inputs cannot all be named (an unstamped 
 local changes, a script outside the hashed sources, a check that imported other repo code) has no
 key, or is not stored, and always runs.
 
-Failures are stored too (unlike Bazel, which runs a failed test again): most results are the
-unpatched tree's expected failures. Only what the machine did is never stored: a run killed by a
-signal, out of memory or interrupted (the caller returns `Uncached` for those).
+Failures are never stored (as Bazel, which runs a failed test again): the callers return `Uncached`
+for a failed sub-check or test, and for what the machine did (a run killed by a signal, out of
+memory or interrupted). A stored transient failure would replay until the key changed, and on a
+pristine venv, where the patch's checks are expected to fail, a stored one would turn the unpatched
+test green without running anything. A randomized check's seed is in its key and in its entry.
+The vLLM key describes a venv by what its site-packages holds at the overlaid paths, not only by the
+build stamp (tests/regress/vllm/_vllm_venvs.py installed_files): an overlay lost after the stamp was
+written is another key, so it runs and goes red instead of replaying an earlier pass.
 
 What goes into a key is the caller's (tests/regress/vllm/_vllm_venvs.py, tests/regress/sglang/
 conftest.py); the pieces they share are here. The folder is DSV4_CHECK_MEMO, which tests/conftest.py
@@ -35,7 +40,7 @@ from typing import Callable
 from dsv4_patch.build import venv_lock
 from dsv4_patch.regress import RESULT_CACHE_ENV as MEMO_ENV  # `regress --fresh` sets it to `run`
 
-MEMO_FORMAT = 3  # bump when what a key covers changes: entries of another format are never read
+MEMO_FORMAT = 4  # bump when what a key covers changes: entries of another format are never read
 KEEP_DAYS = 30  # results not read for this long are removed when a run starts (tests/conftest.py)
 LOG_LIMIT = 1 << 20  # bytes of `log` kept: its newer half survives each prune past this
 # Variables that SGLang, vLLM, their libraries, pytest (checks run in-tree tests with it) or the
@@ -174,15 +179,16 @@ def hold(key: str | None):
     return venv_lock(_lock_path(memo, key))
 
 
-def memoized(key: str | None, what: str, compute: Callable[[], dict | Uncached]) -> dict:
+def memoized(key: str | None, what: str, compute: Callable[[], dict | Uncached], meta: dict | None = None) -> dict:
     """compute()'s JSON-able result, read back from the cache when `key` is stored there. Two asking
-    for one key at once: one computes, the other waits and reads it."""
+    for one key at once: one computes, the other waits and reads it. `meta` is stored beside the
+    result (a randomized check's seed, which its key covers too)."""
     t0 = time.monotonic()
     with hold(key):
         found = lookup(key, what, waited=time.monotonic() - t0)
         if found is not None:
             return found
-        return store(key, what, compute(), took=time.monotonic() - t0)
+        return store(key, what, compute(), took=time.monotonic() - t0, meta=meta)
 
 
 def lookup(key: str | None, what: str, waited: float = 0.0) -> dict | None:
@@ -202,7 +208,7 @@ def lookup(key: str | None, what: str, waited: float = 0.0) -> dict | None:
     return entry["result"]
 
 
-def store(key: str | None, what: str, result: dict | Uncached, took: float = 0.0) -> dict:
+def store(key: str | None, what: str, result: dict | Uncached, took: float = 0.0, meta: dict | None = None) -> dict:
     """Keep `result` under `key` (written aside and renamed: a reader sees all of it or nothing) and
     return it; an Uncached one is returned and only logged."""
     memo = folder()
@@ -215,7 +221,7 @@ def store(key: str | None, what: str, result: dict | Uncached, took: float = 0.0
     path = memo / f"{key}.json"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({"format": MEMO_FORMAT, "what": what, "result": result,
+        tmp.write_text(json.dumps({"format": MEMO_FORMAT, "what": what, "result": result, **(meta or {}),
                                    "computed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
         os.replace(tmp, path)
     finally:

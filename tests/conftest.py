@@ -86,6 +86,7 @@ def pytest_configure(config):
     (every check runs every time it is asked for); any other value, that folder."""
     if hasattr(config, "workerinput"):
         return
+    config._dsv4_seed_drawn = _run_seed()
     run_dir = os.environ.get(RUN_DIR_ENV)
     if not run_dir:
         import tempfile
@@ -111,6 +112,35 @@ def pytest_configure(config):
     os.environ[_MEMO_ENV] = memo
 
 
+# The run's seed for every randomized check (tests/regress/vllm/checks: the script names the variable,
+# so its result is keyed and stored with the seed): DSV4_SEED when given (a failure is re-run with
+# the value the header and the summary print), else a fresh draw per run, so CI tries new inputs on
+# every run rather than one draw per cache key forever. Set once by the outermost pytest; xdist
+# workers and the pytest runs `regress`/`bump`/`pin` start inherit it.
+SEED_ENV = "DSV4_SEED"
+
+
+def _run_seed() -> bool:
+    """Checks DSV4_SEED, or draws one into it; whether it drew (pytest_unconfigure removes a drawn one)."""
+    given = os.environ.get(SEED_ENV, "").strip()
+    if given:
+        if not given.isdigit() or int(given) >= 2**63:
+            raise pytest.UsageError(f"{SEED_ENV}={given!r}: not a seed (a non-negative integer below 2**63); "
+                                    "unset it to draw one")
+        return False
+    os.environ[SEED_ENV] = str(int.from_bytes(os.urandom(4), "little"))
+    return True
+
+
+def pytest_report_header(config):
+    return f"dsv4 seed: {os.environ.get(SEED_ENV)} (re-run the randomized checks with {SEED_ENV}=that value)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if os.environ.get(SEED_ENV):
+        terminalreporter.write_line(f"dsv4 seed: {SEED_ENV}={os.environ[SEED_ENV]} re-runs the randomized checks")
+
+
 def _bytecode_in(config, run_dir: str) -> None:
     """Byte code cached in the run's folder where PYTHONDONTWRITEBYTECODE forbids it beside the
     sources. The run starts hundreds of interpreters (the command line, git-driving engine runs,
@@ -131,6 +161,8 @@ def pytest_unconfigure(config):
         os.environ.pop("PYTHONPYCACHEPREFIX", None)
         sys.pycache_prefix, sys.dont_write_bytecode = None, True
     run_dir = getattr(config, "_dsv4_run_dir", None)
+    if getattr(config, "_dsv4_seed_drawn", False):
+        os.environ.pop(SEED_ENV, None)
     if getattr(config, "_dsv4_memo_set", False):
         os.environ.pop(_MEMO_ENV, None)
     if run_dir:

@@ -331,6 +331,7 @@ def overlay_pair(base_tree: Path, patched_tree: Path, version: str,
     return {False: base_venv, True: patched_venv}
 
 
+SEED_ENV = "DSV4_SEED"  # the run's seed (tests/conftest.py), read by the randomized checks
 PYTEST_ONLY = ("_pytest", "pluggy", "iniconfig", "py", "pytest")  # what a tree's test files need of pytest
 
 
@@ -394,9 +395,36 @@ def run_in_venv(venv: Path, script: Path, *, pythonpath: list[Path], timeout: in
 _SOURCES = (ROOT / "kernels", Path(__file__).resolve().parent)  # kernels/ oracles, checks/, harness
 
 
-def _venv_identity(venv: Path) -> str:
-    """The release, overlay and prune state build_overlay stamped into the venv, its Python, and its
-    installed distributions (check_cache.dists_identity); "" for an unstamped venv: never memoized."""
+def _overlay_paths(*venvs: Path) -> list[str]:
+    """The site-packages paths the venvs' stamps say were overlaid (modified, added or removed)."""
+    paths: set[str] = set()
+    for venv in venvs:
+        try:
+            files = json.loads((venv / STAMP).read_text()).get("files") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        paths.update(e["path"] for e in files if isinstance(e, dict) and isinstance(e.get("path"), str))
+    return sorted(paths)
+
+
+def installed_files(venv: Path, paths: list[str]) -> dict[str, str | None]:
+    """{path: sha256 of the file as the venv's site-packages holds it now, None when absent}: what the
+    checks import, read at key time. The stamp says what the overlay asked for and RECORD what pip
+    installed; neither sees an overlay lost afterwards (a file back at its pristine bytes, a build
+    that stamped without copying), which a key made of them served from an earlier pass."""
+    sites = sorted(venv.glob("lib/python*/site-packages"))
+    out: dict[str, str | None] = {}
+    for path in paths:
+        f = next((sp / path for sp in sites if (sp / path).is_file()), None)
+        out[path] = hashlib.sha256(f.read_bytes()).hexdigest() if f else None
+    return out
+
+
+def _venv_identity(venv: Path, paths: list[str] = ()) -> str:
+    """The release, overlay and prune state build_overlay stamped into the venv, its Python, its
+    installed distributions (check_cache.dists_identity) and the bytes it holds at `paths` (the
+    overlaid files of both venvs of the pair: installed_files); "" for an unstamped venv: never
+    memoized."""
     try:
         stamp = json.loads((venv / STAMP).read_text())
         cfg = (venv / "pyvenv.cfg").read_text()
@@ -405,7 +433,8 @@ def _venv_identity(venv: Path) -> str:
     python = re.findall(r"^(?:version|version_info)\s*=\s*(\S+)", cfg, re.M)
     dists = check_cache.dists_identity(sorted(venv.glob("lib/python*/site-packages")))
     return json.dumps({**{k: stamp.get(k) for k in ("key", "mode", "package", "version", "installed_version",
-                                                    "pruned")}, "python": python, "dists": dists}, sort_keys=True)
+                                                    "pruned")}, "python": python, "dists": dists,
+                       "installed": installed_files(venv, list(paths))}, sort_keys=True)
 
 
 _IMPORT_RE = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_]\w*))", re.M)
@@ -441,12 +470,13 @@ def _memo_key(venv: Path, patched_venv: Path, patched_tree: Path, script: Path, 
     unpatched runs, bump's intent runs on the pristine tree). `named`: _named_variables(script)."""
     if not any(script.is_relative_to(top) for top in _SOURCES):
         return None  # a script the digest does not cover: always run
-    here = _venv_identity(venv)
+    paths = _overlay_paths(venv, patched_venv)
+    here = _venv_identity(venv, paths)
     trees = {}
     for name in _tree_variables(named, env):
         head = check_cache.tree_identity(Path(env[name]))
         if head and Path(env[name]) == patched_tree:  # with the overlay made of it
-            overlay = here if patched_venv == venv else _venv_identity(patched_venv)
+            overlay = here if patched_venv == venv else _venv_identity(patched_venv, paths)
             head = overlay and f"{head} {overlay}"
         trees[name] = head
     if not here or not all(trees.values()):
@@ -521,6 +551,9 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
             pytest.fail(f"check {name} ({'patched' if patched else 'unpatched'}) printed no result "
                         f"(rc {r.returncode}):\n{r.stderr[-4000:]}")
         result = json.loads(lines[-1][len("DSV4-CHECK "):])
+        failed = sorted(k for k, v in result.items() if not v.get("ok"))
+        if failed:  # a transient failure stored would replay; a pristine venv's "expected" one would turn green
+            return check_cache.Uncached(result, f"{failed[0]} failed: failures are never stored")
         return storable(result, [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK-RUN ")], trees)
 
     def get(name: str, patched: bool = True) -> dict:
@@ -531,7 +564,14 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
             trees = tuple(Path(env[n]) for n in _tree_variables(named, env))  # what the key covers
             memo_key = _memo_key(venvs[patched], venvs[True], patched_tree, script(name), named, env)
             what = f"{name} {'patched' if patched else 'pristine'} in {venvs[patched].parent.name}"
-            cache[key] = check_cache.memoized(memo_key, what, lambda: run(name, patched, env, trees))
+            seed = env.get(SEED_ENV) if SEED_ENV in named else None  # a randomized check: keyed (named)
+            if seed:
+                what += f" (seed {seed})"
+            result = check_cache.memoized(memo_key, what, lambda: run(name, patched, env, trees),
+                                          meta={"seed": seed} if seed else None)
+            cache[key] = result if not seed else {  # a failure says how to draw the same inputs again
+                k: v if v.get("ok") else {**v, "error": f"[{SEED_ENV}={seed} re-runs it] {v.get('error', '')}"}
+                for k, v in result.items()}
         return cache[key]
 
     return get

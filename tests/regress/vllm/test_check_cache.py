@@ -307,3 +307,148 @@ def test_the_machine_running_out_is_told_from_a_failure_of_the_code():
             OSError(E.ENOENT, "No such file"), ImportError("cannot import name 'x'")]
     assert [h._by_the_machine(e) for e in machine] == [True] * len(machine)
     assert [h._by_the_machine(e) for e in code] == [False] * len(code)
+
+
+def _overlaid(world, text: str) -> Path:
+    """The patched venv holds an overlaid module (its stamp names it, as build_overlay writes it)."""
+    w = world
+    psite = w.patched_venv / "lib" / "python3.11" / "site-packages"
+    f = psite / "vllm" / "layer.py"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    stamp = json.loads((w.patched_venv / V.STAMP).read_text())
+    stamp["files"] = [{"status": "M", "path": "vllm/layer.py", "orig_sha256": "0" * 64}]
+    (w.patched_venv / V.STAMP).write_text(json.dumps(stamp))
+    return f
+
+
+def test_a_lost_overlay_is_another_key(world):
+    """Planted defect: the patched venv's stamp was written, then its overlaid file went back to the
+    pristine bytes (a build that stamped without copying, a hand edit, a half-restored clone). The
+    key must see what site-packages holds, not what the stamp asked for."""
+    w = world
+    f = _overlaid(w, "PATCHED = True\n")
+    k_good = w.key(in_venv=w.patched_venv)
+    f.write_text("PATCHED = False\n")  # the pristine bytes, the stamp untouched
+    assert w.key(in_venv=w.patched_venv) != k_good, "a lost overlay served the patched venv's stored results"
+    assert w.key() != w.key(in_venv=w.patched_venv)
+    pristine_before = w.key()
+    (w.site / "vllm").mkdir()
+    (w.site / "vllm" / "layer.py").write_text("PATCHED = True\n")  # the overlay leaked into the pristine venv
+    assert w.key() != pristine_before, "the pristine venv is keyed by the same paths"
+    f.unlink()
+    assert w.key(in_venv=w.patched_venv) not in (k_good, None), "an overlaid file removed"
+
+
+@pytest.fixture
+def ran(world, tmp_path, monkeypatch):
+    """check_runner over the world's venvs, whose python is this interpreter: a check script that
+    imports the overlaid module from the venv's site-packages and fails unless it is patched."""
+    import sys
+
+    w = world
+    memo = tmp_path / "check-results"
+    memo.mkdir()
+    monkeypatch.setenv(C.MEMO_ENV, str(memo))
+    f = _overlaid(w, "PATCHED = True\n")
+    for venv in (w.venv, w.patched_venv):
+        (venv / "bin").mkdir(exist_ok=True)
+        py = venv / "bin" / "python"
+        py.write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+        py.chmod(0o755)
+    shutil.copy(Path(__file__).parent / "checks" / "_harness.py", w.checks / "_harness.py")
+    (w.checks / "layer_check.py").write_text(
+        "import os\n"
+        "from _harness import check, report, seed\n"
+        "SEED = seed(os.environ.get('DSV4_SEED'))\n"
+        "@check\n"
+        "def patched():\n"
+        "    assert 'PATCHED = True' in open(os.environ['LAYER']).read(), 'not patched'\n"
+        "report()\n")
+    monkeypatch.setenv("DSV4_SEED", "11")
+    calls = []
+    real = V.run_in_venv
+
+    def run_in_venv(venv, script, **kw):
+        calls.append(venv)
+        layer = venv / "lib" / "python3.11" / "site-packages" / "vllm" / "layer.py"  # what the venv holds
+        env = {**kw.pop("env"), "LAYER": str(layer) if layer.exists() else os.devnull}
+        return real(venv, script, env=env, **kw)
+
+    monkeypatch.setattr(V, "run_in_venv", run_in_venv)
+
+    def get(patched: bool = True) -> dict:  # a new session each time (one run's own cache is per session)
+        C._dists.clear()
+        C._sources.clear()
+        return V.check_runner({False: w.venv, True: w.patched_venv}, [w.checks], w.tree)("layer_check", patched)
+
+    return SimpleNamespace(get=get, calls=calls, layer=f, memo=memo)
+
+
+def test_a_venv_whose_overlay_was_lost_goes_red_not_a_stored_pass(ran):
+    assert ran.get()["patched"]["ok"], ran.get()
+    assert ran.get()["patched"]["ok"] and len(ran.calls) == 1, "a pass is read back by a later run"
+    ran.layer.write_text("PATCHED = False\n")  # the overlay lost after the stamp was written
+    got = ran.get()["patched"]
+    assert len(ran.calls) == 2 and not got["ok"], "the lost overlay served the stored pass"
+    assert "DSV4_SEED=11" in got["error"], "a randomized check's failure names its seed"
+
+
+def test_failures_are_never_stored(ran):
+    ran.layer.write_text("PATCHED = False\n")
+    assert not ran.get(patched=False)["patched"]["ok"]
+    assert not ran.get(patched=False)["patched"]["ok"]
+    assert len(ran.calls) == 2 and not list(ran.memo.glob("*.json")), "a failure was stored and replayed"
+    assert "failures are never stored" in (ran.memo / "log").read_text()
+
+
+def test_the_seed_is_in_the_key_and_stored_with_the_result(ran, monkeypatch):
+    ran.get()
+    entry = json.loads(next(ran.memo.glob("*.json")).read_text())
+    assert entry["seed"] == "11" and "seed 11" in entry["what"], "the seed is stored with the result"
+    monkeypatch.setenv("DSV4_SEED", "12")
+    ran.get()
+    assert len(ran.calls) == 2, "another seed read back the result of the first"
+
+
+def test_the_run_draws_a_seed_unless_given_one(tmp_path, monkeypatch):
+    """CI draws a fresh seed every run (printed in the header and the summary); DSV4_SEED=N re-runs."""
+    mod = _conftest()
+    monkeypatch.setenv(mod.RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(C.MEMO_ENV, "0")
+    seeds = set()
+    for _ in range(3):
+        monkeypatch.delenv("DSV4_SEED", raising=False)
+        config = SimpleNamespace()
+        mod.pytest_configure(config)
+        seeds.add(os.environ["DSV4_SEED"])
+        assert os.environ["DSV4_SEED"] in mod.pytest_report_header(config)
+        mod.pytest_unconfigure(config)
+        assert "DSV4_SEED" not in os.environ  # a drawn seed goes with its run
+    assert len(seeds) > 1 and all(s.isdigit() for s in seeds)
+    monkeypatch.setenv("DSV4_SEED", "42")
+    config = SimpleNamespace()
+    mod.pytest_configure(config)
+    mod.pytest_unconfigure(config)
+    assert os.environ["DSV4_SEED"] == "42"  # given: kept, used, and left as it was
+    monkeypatch.setenv("DSV4_SEED", "forty-two")
+    with pytest.raises(pytest.UsageError, match="DSV4_SEED"):
+        mod.pytest_configure(SimpleNamespace())
+
+
+def test_every_randomized_check_takes_the_run_seed():
+    """A check that draws its own seed (os.urandom) is keyed without it: one draw per key, forever,
+    never reproducible. Every seeded check takes the run's seed, which names it in its key."""
+    checks = Path(__file__).parent / "checks"
+    seeded = []
+    for f in sorted(checks.glob("*.py")):
+        text = f.read_text()
+        if f.name == "_harness.py":
+            assert "DSV4_SEED" not in text, "_harness names the seed variable: every check would be keyed by it"
+            continue
+        assert "urandom" not in text, f"{f.name} draws its own seed"
+        if "Generator()" in text:
+            assert 'seed(os.environ.get("DSV4_SEED"))' in text, f"{f.name}: seeded, but not by the run's seed"
+            assert "DSV4_SEED" in V._named_variables(f, [checks])
+            seeded.append(f.stem)
+    assert {"e4m3_manual_decode", "emulation_swiglu", "sparse_mla_reader"} <= set(seeded)

@@ -24,6 +24,15 @@ def _by_the_machine(e: BaseException) -> bool:
         isinstance(e, RuntimeError) and any(t in str(e).lower() for t in OUT_OF_MEMORY))
 
 
+def seed(given: str | None) -> int:
+    """The check's random seed: `given` (the run's seed variable, which the runner always sets and the
+    script names itself, so that its result is keyed and stored with it), or a fresh draw when the
+    script is run by hand without one. Printed either way: a failure is re-run with that value."""
+    value = int(given) if given else int.from_bytes(os.urandom(4), "little")
+    print(f"seed {value}", flush=True)
+    return value
+
+
 class NotApplicable(Exception):
     """Raised by a sub-check whose subject this tree does not have (a probe of upstream's code, never
     of its version): the test skips with the reason."""
