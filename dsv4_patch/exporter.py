@@ -97,8 +97,29 @@ def render_patches(tree: Path) -> list[tuple[str, bytes]]:
         if name in taken:
             raise Dsv4Error(f"{tree}: two commits claim {name}", hint="fix the Patch-Filename: lines in the commit messages")
         taken.add(name)
+        _refuse_unsafe_paths(tree, sha, name, chunk)
         out.append((name, chunk))
     return out
+
+
+def _refuse_unsafe_paths(tree: Path, sha: str, name: str, chunk: bytes) -> None:
+    """What apply refuses (tree._refuse_unsafe) is never written: a link out of the tree, a path
+    into .git. The next apply would refuse the stack export made."""
+    from .errors import PatchFormatError
+    from .lint import symlink_escapes, unsafe_path
+    from .patchfile import parse_patch_bytes
+
+    try:
+        files = parse_patch_bytes(chunk, name).files
+    except PatchFormatError as e:
+        raise Dsv4Error(f"{tree}: commit {sha[:12]}: the patch export would write is refused by apply ({e.message})",
+                        hint="please report it; the commit itself is kept in the tree") from None
+    for fd in files:
+        why = next((w for w in map(unsafe_path, fd.paths) if w), None)
+        if why or symlink_escapes(fd):
+            what = f"{why}: {fd.path}" if why else f"symlink {fd.path} -> {fd.symlink_target} points outside the tree"
+            raise Dsv4Error(f"{tree}: commit {sha[:12]} ({name}): {what}; apply would refuse the patch",
+                            hint="change the commit so the link stays inside the tree (or drop it), then export")
 
 
 def _format_one(g: Git, sha: str) -> bytes:

@@ -565,3 +565,18 @@ def test_abort_takes_back_the_resolutions_recorded_during_the_attempt(env):
     api.abort_apply(load_project(env.root), "demo", out=env.out)
     assert not (env.root / "patches/demo/resolutions/three").exists()
     assert older.read_bytes() == b"an older resolution\n"
+
+
+def test_export_refuses_a_symlink_out_of_the_tree_that_apply_would_refuse(env):
+    import os
+
+    tree = _two_patches(env)
+    os.symlink("../../outside", tree / "src/escape")
+    git(tree, "add", "src/escape")
+    git(tree, "commit", "-q", "-m", "[DSV4] A link\n\nWhy.\n\n" + META)
+    before = env.patch_bytes()
+    with pytest.raises(Dsv4Error) as ei:
+        api.export(load_project(env.root), "demo", out=env.out)
+    msg = ei.value.one_line()
+    assert "\n" not in msg and "src/escape" in msg and "outside the tree" in msg, msg
+    assert env.patch_bytes() == before
