@@ -70,6 +70,17 @@ def pytest_cmdline_main(config):
         config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
 
 
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # the kernels-only environments: no property test runs there
+    pass
+else:
+    # Every property test draws the same examples every run (derandomized: hypothesis seeds each from
+    # the test's own code, so a failure comes back on the next run and the one after), and no example
+    # database carries a failure from one run into another's. A test's own @settings inherit this.
+    _hypothesis_settings.register_profile("dsv4", derandomize=True, database=None)
+    _hypothesis_settings.load_profile("dsv4")
+
 from dsv4_patch.flock import file_lock  # noqa: E402
 from dsv4_patch.regress import RUN_DIR_ENV  # noqa: E402 - a folder for this test run, shared by its workers and child runs
 from _check_cache import MEMO_ENV as _MEMO_ENV  # noqa: E402 - the check-result cache (tests/_check_cache.py)

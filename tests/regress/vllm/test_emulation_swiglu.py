@@ -20,7 +20,9 @@ def test_experts_kernel_gets_alpha_and_beta(vllm_check):
 
 
 def test_dsv4_silu_limit_matches_oracle(vllm_check):
-    """DeepSeek V4's SILU with limit 10 (and limit 0 = no clamp) vs the float64 oracle."""
+    """DeepSeek V4's SILU with limit 10 (and limit 0 = no clamp) vs the float64 oracle. A guard (the
+    patch must leave this path as it is), not evidence for the patch: it passes on the pristine tree
+    (test_unpatched_tree_fails asserts so), so it is no Regression-Test of the patch (issue 29 item 6)."""
     assert_ok(vllm_check(CHECK), "dsv4_silu_limit_matches_oracle")
 
 
