@@ -78,8 +78,11 @@ class Runner:
         return subprocess.run(argv, cwd=self.root, check=True, capture_output=True, text=True).stdout
 
 
-def publish(run: Runner, stack: str, rep, report_md: Path, base_branch: str, patch_dir: str | None = None) -> str:
-    """`stack` is a label (vllm, vllm@v0.33.0); `patch_dir` its folder relative to the checkout."""
+def publish(run: Runner, stack: str, rep, report_md: Path, base_branch: str, patch_dir: str | None = None,
+            start: str | None = None) -> str:
+    """`stack` is a label (vllm, vllm@v0.33.0); `patch_dir` its folder relative to the checkout.
+    `start`: the commit the job began at; given, the checkout goes back to it after each stack (the
+    next stack's branch and PR must not carry this one's commit or written files)."""
     patch_dir = patch_dir or f"patches/{stack}"
     label = rep.new["label"]
     if rep.result in ("ok", "unverified"):
@@ -93,13 +96,18 @@ def publish(run: Runner, stack: str, rep, report_md: Path, base_branch: str, pat
         title = f"{stack}: bump to {label}"
         run("gh", "pr", "create", "--base", base_branch, "--head", branch, *(["--draft"] if unverified else []),
             "--title", f"[unverified] {title}" if unverified else title, "--body-file", str(report_md))
+        if start:
+            run("git", "checkout", "--quiet", start)
         return "draft-pull-request" if unverified else "pull-request"
     run("gh", "issue", "create", "--title", f"{stack}: bump to {label} needs a hand ({rep.result})",
         "--body-file", str(report_md))
+    if start and rep.written_to:  # written, then failed its regression tests: not the next stack's to carry
+        run("git", "checkout", start, "--", "patches/stacks.toml", patch_dir)
     return "issue"
 
 
-def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branch: str, out: Path, emit=print) -> dict:
+def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branch: str, out: Path, emit=print,
+               start: str | None = None) -> dict:
     project = load_project(root)
     cfg = project.target(stack)
     try:
@@ -115,7 +123,7 @@ def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branc
     patch_dir = str(cfg.patch_dir.relative_to(project.root))
     for line in annotations(rep.outcomes, patch_dir, rep.new["label"], rep.semantic, rep.unverified):
         emit(line)
-    action = publish(run, stack, rep, md, base_branch, patch_dir)
+    action = publish(run, stack, rep, md, base_branch, patch_dir, start=start)
     return {"stack": stack, "action": action, "status": rep.result, "report": str(md), "target": rep.new["label"],
             "exit_code": rep.exit_code, "seconds": round(rep.seconds, 1)}
 
@@ -164,6 +172,7 @@ def main(argv=None) -> int:
         print(f"::error::{e.one_line()}")
         return 2
     deadline = time.monotonic() + budget
+    start = run("git", "rev-parse", "HEAD").strip() if a.gh else None  # each stack's branch starts here
     own = {k: os.environ.get(k) for k in (TIMEOUT_ENV, REGRESS_TIMEOUT_ENV)}
 
     def worst(code: int) -> None:
@@ -181,7 +190,8 @@ def main(argv=None) -> int:
                   REGRESS_TIMEOUT_ENV: _bound(own.get(REGRESS_TIMEOUT_ENV), REGRESS_TIMEOUT_DEFAULT, share)}
         os.environ.update(bounds)  # read by the intent run (semantic.py) and the regression run (regress.py)
         try:
-            res = bump_stack(project.root, stack, run, regress=not a.no_regress, base_branch=a.base_branch, out=out)
+            res = bump_stack(project.root, stack, run, regress=not a.no_regress, base_branch=a.base_branch, out=out,
+                             start=start)
         except Dsv4Error as e:
             print(f"::error::{stack}: {e.one_line()}")
             worst(EXIT_ERROR)

@@ -183,3 +183,20 @@ def test_a_bad_budget_is_a_usage_error(benv, budget):
     p = subprocess.run([sys.executable, str(SCRIPT), "--project", str(benv.root), "--budget", budget],
                        env=environ, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stdout.startswith("::error::--budget") and len(p.stdout.splitlines()) == 1
+
+
+def test_each_stack_is_published_from_the_commit_the_job_started_at(tmp_path):
+    """Live, the next stack's branch must not carry this one's commit (nor a failed one's written files)."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT))
+    from ci.upstream_bump import Runner, publish
+
+    run = Runner(tmp_path, live=False, emit=lambda m: None)
+    ok = SimpleNamespace(result="ok", new={"label": "v2"}, unverified={}, written_to="patches/demo")
+    assert publish(run, "demo", ok, tmp_path / "r.md", "main", "patches/demo", start="c0ffee") == "pull-request"
+    assert run.log[0] == ["git", "checkout", "-B", "dsv4-bump/demo-v2"] and run.log[-1] == ["git", "checkout", "--quiet", "c0ffee"]
+    run.log.clear()
+    failed = SimpleNamespace(result="failed", new={"label": "v2"}, unverified={}, written_to="patches/demo")
+    assert publish(run, "demo", failed, tmp_path / "r.md", "main", "patches/demo", start="c0ffee") == "issue"
+    assert run.log[-1] == ["git", "checkout", "c0ffee", "--", "patches/stacks.toml", "patches/demo"]
