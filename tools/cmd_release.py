@@ -143,6 +143,9 @@ def add(
     \b
       dsv4-patch release add vllm v0.34.0 --dry-run     # verdicts and the table, nothing written
       dsv4-patch release add vllm v0.34.0 --from v0.33.0 --no-regress
+
+    Exit codes: 0 written and verified, 1 error or failed regression tests, 2 usage (TAG already
+    carried), 3 conflict / already upstream (nothing written), 4 written but unverified.
     """
     from dsv4_patch import releases
 
@@ -194,6 +197,9 @@ def move(
 
     \b
       dsv4-patch release move vllm v0.33.0 v0.33.1 --dry-run
+
+    Exit codes: 0 written and verified, 1 error or failed regression tests, 2 usage (TO already
+    carried), 3 conflict / already upstream (nothing written), 4 written but unverified.
     """
     from dsv4_patch import releases
 
@@ -232,6 +238,9 @@ def retire(
 
     \b
       dsv4-patch release retire vllm v0.33.0 --dry-run
+
+    Exit codes: 0 retired, 1 a folder with changes git does not hold, 2 usage (the primary, an
+    unknown release).
     """
     from dsv4_patch import releases
 

@@ -247,6 +247,7 @@ def test_every_release_command_teaches_in_its_help():
     for cmd in ("add", "move", "retire"):
         r = CliRunner().invoke(app, ["release", cmd, "--help"])
         assert r.exit_code == 0 and "--json" in r.output and "--dry-run" in r.output and "dsv4-patch release" in r.output
+        assert "Exit codes: 0 " in r.output
 
 
 # --- bump's advice -------------------------------------------------------------------------------
