@@ -107,10 +107,12 @@ def _refuse_unsafe_paths(tree: Path, sha: str, name: str, chunk: bytes) -> None:
     into .git. The next apply would refuse the stack export made."""
     from .errors import PatchFormatError
     from .lint import symlink_escapes, unsafe_path
-    from .patchfile import parse_patch_bytes
+    from .patchfile import parse_diff
 
-    try:
-        files = parse_patch_bytes(chunk, name).files
+    text = chunk.decode("utf-8", "surrogateescape")
+    at = text.find("\ndiff --git ")
+    try:  # the diff only: the message's own rules (metadata) are `check`'s to report
+        files = parse_diff(text[at + 1:], name) if at >= 0 else []
     except PatchFormatError as e:
         raise Dsv4Error(f"{tree}: commit {sha[:12]}: the patch export would write is refused by apply ({e.message})",
                         hint="please report it; the commit itself is kept in the tree") from None

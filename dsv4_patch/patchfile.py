@@ -469,6 +469,9 @@ def parse_patch_bytes(raw: bytes, name: str) -> PatchFile:
     files = parse_diff(diff_part, name, diff_offset)
     if not files:
         raise PatchFormatError(f"{name}: no 'diff --git' section", hint="a patch must change at least one file")
+    if not str(headers.get("Date") or "").strip():  # (a Header object where the bytes are not ASCII)  # git am would date the commit now: a new commit id each apply
+        raise PatchFormatError(f"{name}:2: no Date: header (git am would stamp the commit with the current time, "
+                               "so every apply would make other commit ids)", hint="re-export it with `dsv4-patch export`")
     return PatchFile(
         name=name,
         raw=raw,

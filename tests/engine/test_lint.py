@@ -103,13 +103,15 @@ def test_symlink_pointing_outside_is_reported(env):
 
     add_test_file(env)
     tree = env.apply().tree
-    os.symlink("../../../../etc/shadow", tree / "src/link")
+    os.symlink("a.py", tree / "src/link")
     from synth import META, author_commit
 
     author_commit(tree, {}, "[DSV4] Link", "Why.\n\n" + META)
     from dsv4_patch.exporter import export_stack
 
-    export_stack(env.stack, tree)
+    export_stack(env.stack, tree)  # export refuses a link out of the tree: the file is edited after it
+    patch = env.stack.patch_dir / "link.patch"
+    patch.write_bytes(patch.read_bytes().replace(b"\n+a.py\n", b"\n+../../../../etc/shadow\n", 1))
     assert any("symlink src/link -> ../../../../etc/shadow points outside the tree" in x for x in findings(env))
 
 

@@ -4,6 +4,7 @@ failed on the code before its fix (see docs/architecture.md, the safety table)."
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -580,3 +581,15 @@ def test_export_refuses_a_symlink_out_of_the_tree_that_apply_would_refuse(env):
     msg = ei.value.one_line()
     assert "\n" not in msg and "src/escape" in msg and "outside the tree" in msg, msg
     assert env.patch_bytes() == before
+
+
+def test_a_patch_without_a_date_is_refused_not_dated_by_the_clock(env):
+    from dsv4_patch.errors import PatchFormatError
+
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    p = env.root / "patches/demo/three.patch"
+    p.write_bytes(re.sub(rb"^Date: .*\n", b"", p.read_bytes(), count=1, flags=re.M))
+    shutil.rmtree(env.out / "demo")
+    with pytest.raises(PatchFormatError, match=r"three\.patch:2: no Date: header"):
+        env.apply()
+    assert any("no Date: header" in f.message for f in api.check(load_project(env.root)))
