@@ -83,13 +83,31 @@ def _changed_paths(g: Git, old: str, new: str) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def switch_in_place(tree: Path, old: str, new: str, branch: str, state: dict, write_state) -> None:
-    """Move the tree from commit `old` to `new` (journaled; see the module docstring)."""
+def _ignored(g: Git) -> set[str]:
+    return set(filter(None, g.run("ls-files", "-z", "--others", "--ignored", "--exclude-standard").out.split("\0")))
+
+
+def _drop_unignored(g: Git, ignored_before: set[str]) -> list[str]:
+    """The build outputs that an ignore rule the switch removed left looking like untracked files
+    of the user's: discarded, as a rebuild discards ignored files (else every later apply refuses)."""
+    untracked = set(filter(None, g.run("ls-files", "-z", "--others", "--exclude-standard").out.split("\0")))
+    gone = sorted(untracked & ignored_before)
+    for rel in gone:
+        (g.path / rel).unlink(missing_ok=True)
+    return gone
+
+
+def switch_in_place(tree: Path, old: str, new: str, branch: str, state: dict, write_state) -> list[str]:
+    """Move the tree from commit `old` to `new` (journaled; see the module docstring). Returns the
+    ignored build outputs discarded because the new commits no longer ignore them."""
     g = Git(tree)
     journal = tree / ".git" / JOURNAL
     journal.parent.mkdir(parents=True, exist_ok=True)
+    paths = _changed_paths(g, old, new)
+    rules_change = any(p == ".gitignore" or p.endswith("/.gitignore") for p in paths)
+    ignored_before = _ignored(g) if rules_change else set()
     write_atomic(journal, json.dumps({"old": old, "new": new, "branch": branch,  # never torn
-                                      "paths": _changed_paths(g, old, new), "state": state}))
+                                      "paths": paths, "state": state}))
     try:
         g.run("read-tree", "-m", "-u", old, new)
     except GitFailed as e:
@@ -98,6 +116,7 @@ def switch_in_place(tree: Path, old: str, new: str, branch: str, state: dict, wr
                         hint="commit or export your changes, or pass --force") from None
     _finish(g, new, branch, old, state, write_state)
     journal.unlink()
+    return _drop_unignored(g, ignored_before) if ignored_before else []
 
 
 def _finish(g: Git, new: str, branch: str, old: str | None, state: dict, write_state) -> None:

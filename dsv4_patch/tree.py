@@ -438,8 +438,11 @@ def _apply_incrementally(stack_cfg: StackConfig, target: Path, state: dict, sub:
                  "commits": [list(c) for c in commits], "upto": upto,
                  "made": incremental.made_record(names, raws, commits), "reuse_key": key,
                  "patch_files": patch_files_record(sub.patches)}
-    incremental.switch_in_place(target, state["tip"], tip, f"dsv4/{stack_cfg.name}", new_state, write_state)
+    dropped = incremental.switch_in_place(target, state["tip"], tip, f"dsv4/{stack_cfg.name}", new_state, write_state)
     note = f"incremental: kept {k} commits, re-applied {len(new)} patches"
+    if dropped:
+        note += (f"; discarded {len(dropped)} build output{'s' if len(dropped) > 1 else ''} no longer ignored "
+                 f"by the patched .gitignore ({dropped[0]}{', ...' if len(dropped) > 1 else ''})")
     say(progress, f"{stack_cfg.name}: {note}")
     return ApplyResult(stack_cfg.name, target, "applied", base_commit, state["source"], commits,
                        time.monotonic() - t0, note=note)

@@ -593,3 +593,24 @@ def test_a_patch_without_a_date_is_refused_not_dated_by_the_clock(env):
     with pytest.raises(PatchFormatError, match=r"three\.patch:2: no Date: header"):
         env.apply()
     assert any("no Date: header" in f.message for f in api.check(load_project(env.root)))
+
+
+def test_an_edit_that_drops_an_ignore_rule_does_not_block_the_next_apply(env):
+    """Build outputs ignored by a rule a patch adds stay through the in-place switch; when an edited
+    patch drops the rule they would look like the user's files and block every later apply.
+    They are discarded as a rebuild discards ignored files, and the result says so."""
+    from test_incremental import specs, write_series
+
+    series = specs([0, 1, 2])
+    series[0][1][".gitignore"] = "*.out\n"
+    write_series(env, series)
+    tree = env.rebuild().tree
+    (tree / "src/build.out").write_text("a build output\n")
+    edited = specs([0, 1, 2], {2: "x"})
+    edited[0][1][".gitignore"] = "*.log\n"  # the rule for *.out dropped (patch 0 changes: the switch redoes all)
+    write_series(env, edited)
+    res = env.apply()
+    assert "incremental" in res.note and "src/build.out" not in Git(tree).out("status", "--porcelain")
+    assert "1 build output" in res.note, res.note
+    assert not (tree / "src/build.out").exists()
+    assert env.apply().status == "noop"  # not blocked
