@@ -98,13 +98,21 @@ def node_exists(root: Path, node: str) -> str | None:
     return None
 
 
+def is_dot_git(part: str) -> bool:
+    """A path component that names the .git folder on some file system we run on: `.GIT`, `.git.` and
+    `.git ` are that folder on case-insensitive or Windows ones. The archive import's rule
+    (sources/members.py is_dot_git, which the tests hold to this one); not imported from there, which
+    would load the archive readers into every apply."""
+    return part.lower().rstrip(". ") == ".git"
+
+
 def unsafe_path(path: str) -> str | None:
     p = posixpath.normpath(path)
     if path.startswith("/"):
         return "absolute path"
     if p == ".." or p.startswith("../") or "/../" in f"/{path}/":
         return "path with '..'"
-    if ".git" in p.split("/"):
+    if any(is_dot_git(part) for part in p.split("/")):  # any component; `.GIT`, `.git.`, `.git ` too
         return "path under .git/"
     return None
 
