@@ -218,6 +218,8 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
     cache = cache or Cache.default()
     name = name or stack_cfg.label  # OUT/vllm, or OUT/vllm@v0.33.0 for a further release
     fp_source = source_kind or (base.source if base else None)  # part of what makes a build "the same"
+    if not threeway:  # a tree the 3-way fallback built is not the one --no-3way asks for
+        fp_source = f"{fp_source or ''}+no-3way"
     # A no-op needs only the patch bytes: parse them (and check their paths) once it is not one.
     # Without a built tree there is no no-op: parse first, so a bad patch is refused before OUT
     # is even created.

@@ -614,3 +614,14 @@ def test_an_edit_that_drops_an_ignore_rule_does_not_block_the_next_apply(env):
     assert "1 build output" in res.note, res.note
     assert not (tree / "src/build.out").exists()
     assert env.apply().status == "noop"  # not blocked
+
+
+def test_no_3way_is_not_a_no_op_on_a_tree_the_3way_fallback_built(env):
+    env.author({"src/a.py": numbered(60).replace("line 10\n", "line ten\n")}, "[DSV4] Ten")
+    env.up.write("src/a.py", numbered(60).replace("line 12\n", "line 12 (upstream)\n"))  # in the patch's context
+    env.repin(env.up.commit("upstream edits the next line"))
+    res = env.apply(force=True)  # only the 3-way merge applies it
+    assert res.status == "applied" and "line ten" in (res.tree / "src/a.py").read_text()
+    with pytest.raises(ConflictError):
+        env.apply(threeway=False)  # what --no-3way says: no merge fallback; this patch needs one
+    assert env.apply().status == "noop"  # the refused build left the default one as it was
