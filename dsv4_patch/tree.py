@@ -276,6 +276,11 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
                                lambda msg: say(progress, f"{stack_cfg.name}: {msg}"))
         if failed:
             idx, log = failed
+            full = re.search(r"(No space left on device|Disk quota exceeded)", log)
+            if full:  # not a conflict: git could not write (the staging folder goes at the next run)
+                raise Dsv4Error(f"{patches[idx].name}: git am could not write in {staging}: {full.group(1)}",
+                                hint="free space on that file system (or choose another --out), then apply again",
+                                details=log)
             failure = _failure_details(g, patches[idx], log)
             failure.failed_tree = str(_keep_failed(outdir, name, staging))
             raise ConflictError(failure.message, report=failure,

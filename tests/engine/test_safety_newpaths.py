@@ -625,3 +625,18 @@ def test_no_3way_is_not_a_no_op_on_a_tree_the_3way_fallback_built(env):
     with pytest.raises(ConflictError):
         env.apply(threeway=False)  # what --no-3way says: no merge fallback; this patch needs one
     assert env.apply().status == "noop"  # the refused build left the default one as it was
+
+
+def test_a_full_disk_during_git_am_is_said_not_called_a_conflict(env, monkeypatch):
+    from dsv4_patch import tree as tree_mod
+
+    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
+    shutil.rmtree(env.out / "demo")
+    monkeypatch.setattr(incremental, "fast_commits", lambda *a, **k: ([], "test: git am only"))
+    monkeypatch.setattr(tree_mod, "_am", lambda *a, **k: (128, "error: unable to write file src/a.py\n"
+                                                             "fatal: write error: No space left on device\n"))
+    with pytest.raises(Dsv4Error) as ei:
+        env.apply()
+    assert not isinstance(ei.value, ConflictError)
+    assert "No space left on device" in ei.value.one_line() and "conflict" not in ei.value.one_line()
+
