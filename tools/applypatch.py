@@ -728,10 +728,10 @@ def _regress_summary(rep, width: int) -> None:
             _print_lines(["tests that did not pass (--wide: the full table; --json: everything):"], width)
             said = True
         _print_lines([f"  {r.stack} {r.patch}"], width)
-        for n, o in bad.items():  # the test id whole on its line, the reason below it
-            _print_lines([f"    {o}: {n}"], width, indent="      ")
-            if r.reasons.get(n):
-                _print_lines(["      " + " ".join(r.reasons[n].split())], width, indent="      ")
+        for n, o in bad.items():  # the test id whole on its line, the outcome and reason below it
+            _print_lines([f"    {n}"], width, indent="      ")
+            why = " ".join(r.reasons.get(n, "").split())
+            _print_lines([f"      {o}" + (f": {why}" if why else "")], width, indent="        ")
 
 
 @app.command()
