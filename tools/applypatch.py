@@ -496,7 +496,8 @@ def export(
       dsv4-patch export vllm@v0.33.0        # only the v0.33.0 tree (same as --release v0.33.0)
       dsv4-patch export sglang --upstream --mbox /tmp/sglang.mbox && git -C ~/sglang am -k /tmp/sglang.mbox
 
-    Exit codes: 0 ok, 1 error (stale with --check, uncommitted work, no tree), 2 usage.
+    Exit codes: 0 ok, 1 error (with --check: stale, or a release's tree missing; uncommitted work,
+    no tree), 2 usage.
     """
     if upstream:
         return _export_upstream(stack, release, mbox, out_dir, as_json, project)
@@ -510,7 +511,9 @@ def export(
     if not _emit(rows[0] if len(rows) == 1 else rows, as_json):
         for r in runs:
             res, label, rel = r.result, r.config.label, _rel_dir(r.config)
-            if res is None:
+            if res is None and check:  # a release nobody looked at is no pass for the gate
+                err.print(f"{label}: not checked, {r.skipped}", highlight=False, markup=False)
+            elif res is None:
                 out.print(f"{label}: skipped, {r.skipped}", highlight=False, markup=False)
             elif not res.stale:
                 out.print(f"{label}: patches are up to date", highlight=False, markup=False)
@@ -525,7 +528,8 @@ def export(
                     out.print(f"removed {rel}/{n}", highlight=False, markup=False)
                 if res.series_changed:
                     out.print(f"wrote {rel}/series", highlight=False, markup=False)
-    raise typer.Exit(EXIT_ERROR if (check and stale) else 0)
+    unchecked = any(r.result is None for r in runs)
+    raise typer.Exit(EXIT_ERROR if (check and (stale or unchecked)) else 0)
 
 
 def _rel_dir(cfg) -> str:
