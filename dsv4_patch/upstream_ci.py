@@ -217,7 +217,7 @@ _DISPLAY: dict[str, str] = {}
 def _key(text: str) -> str:
     k = re.sub(r"\d+", "#", text)
     # `--output-format github` lines: the annotation prefix repeats what follows it
-    _DISPLAY.setdefault(k, re.sub(r"^::\w+ [^\n]*?::(?=\S)", "", text))
+    _DISPLAY.setdefault(k, re.sub(r"%0A.*", "", re.sub(r"^::\w+ [^\n]*?::(?=\S)", "", text)))
     return k
 
 
