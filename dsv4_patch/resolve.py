@@ -14,10 +14,12 @@ it without stopping. The patch files themselves change only through `export`.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .atomicio import write_atomic
 from .bump import resolutions
 from .config import StackConfig
 from .errors import ConflictError, Dsv4Error, UsageError
@@ -200,6 +202,29 @@ def _remember(cfg: StackConfig, g: Git, patch: PatchFile, pre: str, key: str, ro
     return str(stored.relative_to(root)) if stored.is_relative_to(root) else str(stored)
 
 
+PENDING = Path("dsv4") / "pending-resolution.json"  # a hand resolution being committed
+
+
+def _remember_pending(cfg: StackConfig, g: Git, patches: list[PatchFile], root: Path) -> list[Resolved]:
+    """A --continue killed after git am committed the hand resolution but before it was
+    remembered: remember it now (the commit right after the recorded pre-image)."""
+    f = g.path / ".git" / PENDING
+    try:
+        p = json.loads(f.read_text())
+        name, pre, key = p["patch"], p["pre"], p["key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    patch = next((x for x in patches if x.name == name), None)
+    made = dict(_commits(g, g.rev(BASE_REF)))
+    done = []
+    if patch is not None and name in made and g.rev(f"{made[name]}^") == pre \
+            and resolutions.lookup(cfg, name, key) is None:
+        done.append(Resolved(name, _remember(cfg, g, patch, pre, key, root), "recorded"))
+    if patch is None or name in made:  # else git am never committed it: the hand edit is still to do
+        f.unlink(missing_ok=True)
+    return done
+
+
 def _forget_recorded(tree: Path) -> list[Path]:
     """Delete the resolutions the attempt in `tree` stored, where they are still its bytes."""
     import hashlib
@@ -339,7 +364,7 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
     or by a remembered resolution, then each later conflict by a remembered one. Raises
     ConflictError, tree left mid-am, at the first patch that has none."""
     g = Git(tree)
-    done: list[Resolved] = []
+    done: list[Resolved] = _remember_pending(cfg, g, patches, root)
     first, log = True, ""
     while True:
         if not _mid_am(tree):
@@ -381,6 +406,8 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
                 raise ConflictError(f"{patch.name}: conflict markers left in {', '.join(marked)} ({tree})",
                                     hint=f"finish resolving them, then run `dsv4-patch apply {cfg.label} --continue` again")
         first = False
+        if how == "recorded":  # a kill between the commit and _remember: the next --continue remembers it
+            write_atomic(tree / ".git" / PENDING, json.dumps({"patch": patch.name, "pre": pre, "key": key}))
         ok, log = _commit_current(g, patch)
         if g.rev("HEAD") == pre:
             raise Dsv4Error(f"{patch.name}: the resolution in {tree} changes nothing",
@@ -388,6 +415,7 @@ def _advance(cfg: StackConfig, tree: Path, patches: list[PatchFile], root: Path,
                                  f"else redo the edit and run `dsv4-patch apply {cfg.label} --continue`")
         if how == "recorded":
             rel = _remember(cfg, g, patch, pre, key, root)
+            (tree / ".git" / PENDING).unlink(missing_ok=True)
         else:
             rel = used
         done.append(Resolved(patch.name, rel, how))
@@ -437,6 +465,7 @@ def _finish(cfg: StackConfig, out: Path, tree: Path, cache: Cache, t0: float, do
     from .localwork import ref_snapshot
 
     (tree / ".git" / RECORDED).unlink(missing_ok=True)  # finished: its resolutions are kept
+    (tree / ".git" / PENDING).unlink(missing_ok=True)
     write_state(tree, {"base": base, "source": _base_source(cfg, cache, base), "stack": cfg.name, "upto": None,
                        "label": cfg.label, "refs": ref_snapshot(g, f"dsv4/{cfg.name}"),
                        "fingerprint_source": None, "tip": None, "commits": [], "fingerprint": None})

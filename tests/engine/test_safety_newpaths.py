@@ -640,3 +640,94 @@ def test_a_full_disk_during_git_am_is_said_not_called_a_conflict(env, monkeypatc
     assert not isinstance(ei.value, ConflictError)
     assert "No space left on device" in ei.value.one_line() and "conflict" not in ei.value.one_line()
 
+
+
+# ---------------------------------------------------------------- kills at every git call
+class _Killed(BaseException):
+    pass
+
+
+def _killing_git(monkeypatch, at: int, after: bool):
+    """Git.run raising (as a kill would) at its `at`-th call: before it runs, or after it ran."""
+    real, n = Git.run, [0]
+
+    def run(self, *args, **kw):
+        n[0] += 1
+        if n[0] == at and not after:
+            raise _Killed()
+        r = real(self, *args, **kw)
+        if n[0] == at and after:
+            raise _Killed()
+        return r
+
+    monkeypatch.setattr(Git, "run", run)
+    return n
+
+
+def test_a_kill_at_every_git_call_of_the_incremental_switch(env, monkeypatch):
+    """Each git call of an incremental apply, killed before and after it runs: the next apply
+    completes or redoes it, and the tree is the one a full rebuild makes (same commits and files)."""
+    from test_incremental import full_rebuild, snapshot, specs, write_series
+
+    write_series(env, specs([0, 1, 2, 3]))
+    built = env.rebuild().tree
+    pristine = env.tmp / "pristine"
+    shutil.copytree(built, pristine, symlinks=True)
+    write_series(env, specs([0, 1, 2, 3], {2: "k"}))
+    want = snapshot(full_rebuild(env))
+    with monkeypatch.context() as m:
+        calls = _killing_git(m, 0, False)
+        assert env.apply().status == "applied"
+    total = calls[0]
+    print(f"incremental apply: {total} git calls, each killed before and after it ran")
+    for at in range(1, total + 1):
+        for after in (False, True):
+            shutil.rmtree(built)
+            shutil.copytree(pristine, built, symlinks=True)
+            with monkeypatch.context() as m:
+                _killing_git(m, at, after)
+                try:
+                    env.apply()
+                except _Killed:
+                    pass
+            res = env.apply()
+            assert snapshot(res) == want, (at, after)
+
+
+def test_a_kill_at_every_git_call_of_continue(env, monkeypatch):
+    """Each git call of `apply --continue`, killed before and after it runs: running --continue
+    again (while the stopped attempt is there) finishes it, each patch committed once, the
+    resolution remembered, the user's resolution never lost."""
+    failed = _stack_that_conflicts(env, keep_old_tree=False)
+    _resolve_by_hand(failed)
+    saved_out, saved_patches = env.tmp / "saved-out", env.tmp / "saved-patches"
+    shutil.copytree(env.out, saved_out, symlinks=True)
+    shutil.copytree(env.root / "patches", saved_patches, symlinks=True)
+
+    def restore():
+        for live, saved in ((env.out, saved_out), (env.root / "patches", saved_patches)):
+            shutil.rmtree(live)
+            shutil.copytree(saved, live, symlinks=True)
+
+    with monkeypatch.context() as m:
+        calls = _killing_git(m, 0, False)
+        _apply(env, resume=True)
+    total = calls[0]
+    print(f"apply --continue: {total} git calls, each killed before and after it ran")
+    for at in range(1, total + 1):
+        for after in (False, True):
+            restore()
+            with monkeypatch.context() as m:
+                _killing_git(m, at, after)
+                try:
+                    _apply(env, resume=True)
+                except _Killed:
+                    pass
+            if failed.exists():
+                _apply(env, resume=True)
+            tree = env.out / "demo"
+            log = git(tree, "log", "--format=%s", "refs/dsv4/base..HEAD").split("\n")
+            assert log[:2] == ["[DSV4] Seven", "[DSV4] Three"], (at, after, log)
+            assert "line three (upstream)" in (tree / "src/a.py").read_text(), (at, after)
+            assert list((env.root / "patches/demo/resolutions").rglob("*.patch")), (at, after)
+            assert _apply(env)[0].status == "noop", (at, after)
