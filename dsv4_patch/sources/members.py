@@ -10,8 +10,9 @@ than to a directory on disk (the import never writes the archive to disk):
 - no member lies under a symlink or a file of the tree: nothing is ever written through a link, so a
   chain like `sub/l -> ..`, `sub/l/s1 -> ..` cannot lead a member out of the tree;
 - every symlink, resolved through the other symlinks of the tree (as the kernel would after a
-  checkout), stays inside the tree; loops are refused.
-Every unreadable archive (corrupt gzip, not a tar, truncated zip, bad CRC) is one line of error.
+  checkout), stays inside the tree and out of `.git` (any case); loops are refused.
+Every unreadable archive (corrupt gzip, not a tar, truncated zip, bad CRC, a damaged tar header
+after the first member, which tarfile alone takes for the archive's end) is one line of error.
 """
 
 from __future__ import annotations
