@@ -257,11 +257,14 @@ def check(project: Project, stacks: list[str] | None = None, *, releases: list[s
 def compile_problems(cfg: StackConfig, result: ApplyResult) -> None:
     """Raise (exit 1) when a `.py` file the series touches does not compile in the tree apply just
     built or kept; the tree stays, for the fix. One line per file (the first in the message)."""
-    from .compilecheck import check_work_tree, python_version
+    from .compilecheck import check_work_tree, python_version, remember_tree, tree_known_good
     from .stack import load_stack
 
+    if result.status == "noop" and tree_known_good(result.tree):  # nothing to parse on the no-op path
+        return
     problems = check_work_tree(result.tree, load_stack(cfg).patches)
     if not problems:
+        remember_tree(result.tree)
         return
     tree = _shown(result.tree)
     lines = [pr.one_line(tree) for pr in problems]

@@ -121,6 +121,44 @@ def known_good(blob: str | None) -> bool:
     return memo is not None and memo.exists()
 
 
+def _tree_marker(tree: Path) -> Path:
+    return tree / ".git" / "dsv4" / f"compiled-{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def remember_tree(tree: Path) -> None:
+    """Mark the tree's HEAD as checked with this Python (the tool owns the tree's .git/dsv4/)."""
+    head = Git(tree).rev("HEAD")
+    if head:
+        try:
+            _tree_marker(tree).write_text(head + "\n")
+        except OSError:
+            pass
+
+
+def tree_known_good(tree: Path) -> bool:
+    """Whether the tree's HEAD passed this check before (remember_tree), or every `.py` file its
+    commits change (refs/dsv4/base..HEAD, as blobs) compiled before with this Python: a no-op
+    `apply` answers without parsing a patch. False (check it the long way) when anything is unknown."""
+    marker = _tree_marker(tree)
+    head = Git(tree).rev("HEAD")
+    try:
+        if head and marker.read_text().strip() == head:
+            return True
+    except OSError:
+        pass
+    r = Git(tree).run("diff-tree", "-r", "--no-renames", "-z", BASE_REF, "HEAD", check=False)
+    if r.rc != 0:
+        return False
+    fields = r.out.split("\0")
+    for meta, path in zip(fields[0::2], fields[1::2]):
+        parts = meta.split()  # ":old_mode new_mode old_id new_id status"
+        if len(parts) != 5 or not path.endswith(".py") or parts[4] == "D" or parts[1] == "120000":
+            continue
+        if not known_good(parts[3]):
+            return False
+    return True
+
+
 def compile_error(path: str, data: bytes) -> tuple[int, str, str] | None:
     """(line, kind, message) when `data` does not compile as Python; None when it does (only that
     is remembered: a failure is compiled again, for its message)."""
