@@ -26,7 +26,9 @@ Exit code: 1 an error (a stack could not be bumped, a regression test failed, th
 else 3 conflicts / upstreamed patches, else 4 unverified, else 0.
 
 GitHub is reached only through the `gh` CLI and only with --gh (or DSV4_CI_GH=1); without it
-the commands are printed (dry run), so the script and its tests run with no GitHub at all.
+the commands are printed (dry run), so the script and its tests run with no GitHub at all. A dry
+run leaves the checkout as it is (pins and patch files): the refreshed patches are written to
+OUT/<stack>.proposed; a live run rewrites them in the workflow's checkout and commits them.
 
     python ci/upstream_bump.py --stack vllm               # dry run
     python ci/upstream_bump.py --stack vllm --release v0.33.0   # bump that release's own series
@@ -110,8 +112,11 @@ def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branc
                start: str | None = None) -> dict:
     project = load_project(root)
     cfg = project.target(stack)
+    # A dry run leaves the checkout as it is: the refreshed patches go to OUT/<stack>.proposed and the
+    # pin stays (a live run, on the workflow's own checkout, rewrites both and commits them).
+    into = None if run.live else out / f"{stack}.proposed"
     try:
-        rep = bump(project, stack, None, latest=True, opts=BumpOptions(regress=regress, out=out,
+        rep = bump(project, stack, None, latest=True, opts=BumpOptions(regress=regress, out=out, into=into,
                                                                          drop_upstreamed=False))
     except SourceError as e:
         emit(f"::warning::{stack}: upstream unavailable, not bumped ({e.one_line()})")
@@ -123,6 +128,8 @@ def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branc
     patch_dir = str(cfg.patch_dir.relative_to(project.root))
     for line in annotations(rep.outcomes, patch_dir, rep.new["label"], rep.semantic, rep.unverified):
         emit(line)
+    if into is not None and rep.written_to:
+        emit(f"::notice::{stack}: dry run: the refreshed patches are in {into}; the checkout is untouched")
     action = publish(run, stack, rep, md, base_branch, patch_dir, start=start)
     return {"stack": stack, "action": action, "status": rep.result, "report": str(md), "target": rep.new["label"],
             "exit_code": rep.exit_code, "seconds": round(rep.seconds, 1)}

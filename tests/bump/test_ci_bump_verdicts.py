@@ -126,8 +126,18 @@ def test_the_scheduled_bump_says_fixed_upstream_needed_and_conflict_and_never_gr
     body = _body(pr)
     assert "- result: **ok** (exit 0)" in body and _row(body, "p2-tag-b.patch")[2:5] == ["clean", "needed", "verified"]
     assert rc == 0, out
+    # a dry run leaves the checkout alone: the refreshed patches wait in OUT/demo.proposed
+    toml = (benv.root / "patches/stacks.toml").read_text()
+    rc, out, _ = _ci(benv)
+    assert rc == 0 and (benv.root / "patches/stacks.toml").read_text() == toml, out
+    assert "dry run: the refreshed patches are in" in out and (benv.out / "demo.proposed/series").is_file(), out
 
-    # already at the newest: nothing published, and no tree or test on the way (seconds)
+    # the pull request merged (the same bump, in place), then already at the newest: nothing
+    # published, and no tree or test on the way (seconds)
+    subprocess.run([sys.executable, "-m", "tools.applypatch", "bump", "demo", "--latest", "--no-semantic",
+                    "--no-regress", "--project", str(benv.root), "--out", str(benv.out)], cwd=ROOT,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=180)
+    assert (benv.root / "patches/stacks.toml").read_text() != toml
     rc, out, took = _ci(benv)
     assert rc == 0 and _gh(out) == [] and "::notice::demo: already at" in out, out
     print(f"no-op stack: {took:.1f} s")
