@@ -526,11 +526,13 @@ def _tests(rel, scratch, sg, sha, parent, files, in_parent, status, cache, provi
             why = got[new[0]].get("why", "")
             checks.append(Check(cname, "failed", f"{new[0]} fails under pytest {version}: {why[:200]}"
                                 + (f" (+{len(new) - 1} more)" if len(new) > 1 else "")))
-        elif any(c == "passed" for c in mine.values()):
+        elif any(c == "passed" for c in mine.values()) and not any(
+                c in ("needs-gpu", "needs-conftest") for c in mine.values()):
             checks.append(Check(cname, "passed"))
         else:
             reasons = Counter(c for c in mine.values())
-            first = next((got[n].get("why", "") for n, c in mine.items() if c in ("needs-gpu", "skipped", "needs-conftest")), "")
+            first = next((got[n].get("why", "") for n, c in sorted(mine.items(), key=lambda kv: kv[1] == "skipped")
+                          if c in ("needs-gpu", "skipped", "needs-conftest")), "")  # a test that did not run here first
             what = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items())) or "no test collected"
             checks.append(Check(cname, "skipped", f"not-runnable here: {what} ({first[:160]})"))
     return checks

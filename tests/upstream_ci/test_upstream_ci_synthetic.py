@@ -144,6 +144,8 @@ def test_runs_under_the_pinned_pytest():
 """
 NEW_FAILING = "def test_new_and_broken():\n    assert 1 == 2\n"
 OLD_FAILING = "def test_was_already_broken():\n    assert 0\n"
+NEEDS_GPU = ("def test_cpu_side():\n    pass\n\n\n"
+             "def test_on_the_gpu():\n    raise AssertionError('Torch not compiled with CUDA enabled')\n")
 
 
 def test_in_tree_tests_run_under_the_pinned_pytest_and_only_new_failures_count(tmp_path, venv_template):
@@ -154,6 +156,7 @@ def test_in_tree_tests_run_under_the_pinned_pytest_and_only_new_failures_count(t
         ("0001-pinned.patch", {"tests/test_pin.py": PIN_TEST}),
         ("0002-broken.patch", {"tests/test_broken.py": NEW_FAILING}),
         ("0003-touches-old.patch", {"tests/test_old.py": OLD_FAILING + "\n\ndef test_fine():\n    pass\n"}),
+        ("0004-gpu.patch", {"tests/test_gpu.py": NEEDS_GPU}),
     ])
     env = PytestEnv(python=venv_template / "bin" / "python")  # a venv without pytest: the pins bring it
     got = _by_patch(run_release(rel, provider=lambda cfg, base, pristine: env, fresh=True, lint=False))
@@ -162,6 +165,10 @@ def test_in_tree_tests_run_under_the_pinned_pytest_and_only_new_failures_count(t
     assert broken.outcome == "failed"
     assert "tests/test_broken.py::test_new_and_broken fails under pytest 9.1.0" in broken.reason, broken.reasons
     assert old.tests == {"pytest 9.1.0: tests/test_old.py": "passed"}, old.reasons
+    # a test that fails only because this machine has no GPU did not run: not passed, not failed
+    gpu = got["0004-gpu.patch"]
+    assert gpu.tests == {"pytest 9.1.0: tests/test_gpu.py": "skipped"} and gpu.outcome == "not-verified", gpu.reasons
+    assert "1 needs-gpu, 1 passed" in gpu.reason and "Torch not compiled with CUDA" in gpu.reason, gpu.reason
 
 
 def test_parse_keeps_the_ci_stage_and_reads_frozen_revs():
