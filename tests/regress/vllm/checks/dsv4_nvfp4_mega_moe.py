@@ -10,7 +10,9 @@ Weights are drawn from torch generators seeded with the expert index (0..3): fix
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -39,6 +41,7 @@ dsv4.get_tensor_model_parallel_world_size = lambda: 1
 parallel_state.get_tp_group = lambda: GROUP
 
 _TMP = Path(tempfile.mkdtemp(prefix="dsv4-nvcc-"))
+atexit.register(shutil.rmtree, _TMP, True)
 
 
 def use_nvcc(release: str) -> None:
