@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU-marked test of the project, on a CUDA machine (the lent H200), in one call:
-#   1. for each release of each stack named (default: every release in patches/stacks.toml),
+#   1. for each release of each stack named (STACK@TAG; default: every release in patches/stacks.toml),
 #      `dsv4-patch regress LABEL -m gpu --record gpu --hardware $GPU_NAME`: the patches' GPU-bound tests
 #      on the patched tree, recorded for `status --matrix` (results name the test code they ran:
 #      the matrix flags them `?hw` once that code changes);
@@ -28,7 +28,7 @@ touch "$OUT/.start"
 rc=0
 labels=${GPU_LABELS:-$($PY - <<'EOF'
 from dsv4_patch.config import load_project
-print(" ".join(c.label for c in load_project(".").targets(None, None)))
+print(" ".join(c.selector for c in load_project(".").targets(None, None)))  # one release each (a bare "vllm" is all)
 EOF
 )}
 summary="$OUT/logs/summary.tsv"
