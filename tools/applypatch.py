@@ -6,15 +6,20 @@ Exit codes: 0 ok, 1 error (bad input, unreachable source, stale export, lint or 
 
 from __future__ import annotations
 
+import sys
+
+if __package__ in (None, ""):  # `python tools/applypatch.py ...` from a checkout
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+
+import tools  # noqa: F401  first: a Ctrl-C during the imports below is one line, exit 130 (tools/__init__.py)
+
 import json
 import re
 import shlex
-import sys
 from pathlib import Path
 from typing import List, Optional
-
-if __package__ in (None, ""):  # `python tools/applypatch.py ...` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import typer
 from rich.console import Console
@@ -870,18 +875,22 @@ def _on_sigint(signum, frame):
 def main() -> None:
     import signal
 
-    signal.signal(signal.SIGINT, _on_sigint)
     for stream in (sys.stdout, sys.stderr):  # an ASCII-only stdout gets '?' for a dash, not a traceback
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")
+    # until here a Ctrl-C is tools/__init__.py's (one line, 130: nothing started); from here it
+    # unwinds the command (subprocess.run kills its git child), and once the command has ended it
+    # is ignored (exit with the command's code, no traceback from the teardown)
+    signal.signal(signal.SIGINT, _on_sigint)
     try:
-        app()
+        try:
+            app()
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave a traceback
+            _VIEW.stop()
     except Interrupted:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave a traceback
         sys.stderr.write("dsv4-patch: interrupted; the previous tree is intact and the next run cleans up\n")
         sys.exit(130)
-    finally:
-        _VIEW.stop()
 
 
 if __name__ == "__main__":
