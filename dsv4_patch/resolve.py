@@ -265,6 +265,10 @@ def _reuse(cfg: StackConfig, g: Git, patch: PatchFile, root: Path) -> str | None
     candidates = ([exact] if exact else []) + [r for r in resolutions.recorded(cfg, patch.name) if r != exact]
     for found in candidates:
         diff = _read_resolution(found, patch)
+        if found != exact and _foreign_paths(patch, diff):
+            # recorded for an earlier version of the patch that changed other files (the patch was
+            # edited since): not a resolution of this version; it is never laid, and not an error
+            continue
         _refuse_foreign(patch, found, diff)
         if _fits(g, diff.raw):
             g.run("reset", "-q", "--hard", "HEAD")  # drop the conflicted attempt, then lay the resolution
@@ -287,6 +291,12 @@ def _read_resolution(found: Path, patch: PatchFile) -> PatchFile:
         why = e.message.split(": ", 1)[1] if e.message.startswith(patch.name) else e.message
         why = why.split(": ", 1)[1] if why[:1].isdigit() and ": " in why else why  # "1: ..." (a line number)
         raise PatchFormatError(f"{found}: not a usable resolution of {patch.name}: {why}", hint=hint) from None
+
+
+def _foreign_paths(patch: PatchFile, diff: PatchFile) -> list[str]:
+    """The paths a remembered resolution changes that the patch itself does not."""
+    own = set(_touched(patch))
+    return sorted({path for fd in diff.files for path in fd.paths} - own)
 
 
 def _refuse_foreign(patch: PatchFile, found: Path, diff: PatchFile) -> None:

@@ -344,6 +344,41 @@ def test_a_resolution_that_changes_more_than_its_patch_is_refused(env, extra):
     assert not (env.out / "demo").exists() and files() == before
 
 
+
+@pytest.mark.parametrize("also_current", [False, True])
+def test_a_resolution_recorded_for_an_earlier_version_of_the_patch_is_passed_over(env, also_current):
+    """A resolution recorded before the patch was edited to change fewer files (another key, other
+    files) is not a resolution of this version: it is never laid and is not an error. The current
+    one, when recorded, is used; else the conflict is left to the person, as with none recorded."""
+    from dsv4_patch.exporter import strip_trailer
+
+    failed = _stack_that_conflicts(env, keep_old_tree=False)
+    _resolve_by_hand(failed)
+    tree = _apply(env, resume=True)[0].tree
+    [current] = sorted((env.root / "patches/demo/resolutions").rglob("*.patch"))
+    # the same resolution as an earlier version of the patch had it: it also changed another file
+    three = git(tree, "log", "--format=%H", "--grep=^\\[DSV4\\] Three", "refs/dsv4/base..HEAD").split()[0]
+    scratch = env.tmp / "scratch"
+    git(env.tmp, "clone", "-q", str(tree), str(scratch))
+    git(scratch, "checkout", "-q", three)
+    (scratch / "src/dropped-since.py").write_text("x = 1\n")
+    git(scratch, "add", "-A")
+    git(scratch, "commit", "-q", "--amend", "--no-edit")
+    stale, _ = strip_trailer(git(scratch, "format-patch", "-1", "--stdout", "--full-index", "--no-signature",
+                                 "--keep-subject", "--no-stat", "HEAD").encode())
+    (current.parent / ("0" * 64 + ".patch")).write_bytes(stale)  # another key: another patch version
+    if not also_current:
+        current.unlink()
+    shutil.rmtree(env.out / "demo")
+    if also_current:
+        built = _apply(env)[0].tree
+        assert "line three (upstream)" in (built / "src/a.py").read_text()
+        assert not (built / "src/dropped-since.py").exists()
+    else:
+        with pytest.raises(ConflictError):  # not PatchFormatError: nothing is wrong with the project
+            _apply(env)
+        assert "<<<<<<<" in (env.out / ".dsv4/failed/demo/src/a.py").read_text()
+
 # ---------------------------------------------------------------- 6. --out on another file system than the cache
 def test_out_on_another_file_system_than_the_cache(env):
     """`git clone --local` dies where it cannot hard-link (another file system, a read-only
