@@ -10,7 +10,8 @@ user's tool, under this schema:
 
 - a changed text, schema (config_schema.py), tool version or pydantic gives another name and
   another MAC, so an old entry is never found;
-- an entry that does not parse, is not a regular file, is too long or carries a wrong MAC is
+- an entry that is not the exact bytes remember() writes for the right MAC (it is compared, never
+  parsed: any bytes, nested JSON included, are a miss), is not a regular file or is too long is
   ignored (and replaced after the text is validated again), as is everything when the key file
   is not ours or readable by others (a shared or copied cache);
 - config.parse_project validates again when building the project from a remembered text fails
@@ -128,11 +129,16 @@ def validated(text: str) -> bool:
         raw = _read_small(folder / f"{name}.json", MAX_ENTRY)
         if raw is None:
             return False
-        entry = json.loads(raw)
-        mac = entry.get("mac") if isinstance(entry, dict) and entry.get("format") == FORMAT else None
-        return isinstance(mac, str) and hmac.compare_digest(mac, hmac.new(key, blob, "sha256").hexdigest())
+        # compared as bytes with the entry remember() writes, never parsed: JSON nested a few
+        # thousand deep (RecursionError) or a non-ASCII MAC (compare_digest's TypeError) is a miss
+        return hmac.compare_digest(raw, _serialized(hmac.new(key, blob, "sha256").hexdigest()))
     except (OSError, ValueError, UnicodeError):
         return False
+
+
+def _serialized(mac: str) -> bytes:
+    """An entry's exact bytes (format 1: what json.dumps writes, as remember() always did)."""
+    return json.dumps({"format": FORMAT, "mac": mac}).encode("ascii")
 
 
 def remember(text: str) -> None:
@@ -146,7 +152,7 @@ def remember(text: str) -> None:
         f = folder / f"{name}.json"
         tmp = folder / f".{name}.tmp-{os.getpid()}"
         try:
-            tmp.write_text(json.dumps({"format": FORMAT, "mac": hmac.new(key, blob, "sha256").hexdigest()}))
+            tmp.write_bytes(_serialized(hmac.new(key, blob, "sha256").hexdigest()))
             os.replace(tmp, f)  # readers see a whole entry or none
         finally:
             tmp.unlink(missing_ok=True)

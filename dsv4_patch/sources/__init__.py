@@ -12,7 +12,7 @@ import importlib
 
 from ..config import SourceSpec, StackConfig
 from ..errors import SourceError
-from .base import BaseTree, Cache, Progress
+from .base import BaseTree, Cache, CacheError, Progress
 
 # The adapters are imported when a source is used, not when the package is: a no-op `apply`
 # needs only Cache and BaseTree, and archive pulls in urllib, tarfile and zipfile.
@@ -43,11 +43,15 @@ def materialize(stack: StackConfig, cache: Cache, *, kind: str | None = None, pr
         have = ", ".join(s.kind for s in stack.sources)
         raise SourceError(f"stack {stack.name} has no {kind!r} source", hint=f"configured: {have}")
     failures = []
+    unusable_cache = None
     for spec in specs:
         try:
             return _KINDS[spec.kind](stack, spec, cache, progress, offline=offline)
         except SourceError as e:
             failures.append(f"  {spec.describe()}: {e.one_line()}")
+            unusable_cache = unusable_cache or (e if isinstance(e, CacheError) else None)
+    if unusable_cache is not None:  # another source may do without the cache; none did: say why alone
+        raise unusable_cache
     raise SourceError(f"no source of stack {stack.name} could provide {stack.commit}:", details="\n".join(failures))
 
 

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..errors import SourceError
+
 Progress = Optional[Callable[[str], None]]
+
+
+class CacheError(SourceError):
+    """The tool's cache cannot be used (a folder of it cannot be made): not one source's fault, so
+    it is said alone, not as one of the sources that failed."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +41,21 @@ class Cache:
         return cls(Path(base) / "dsv4-patch")
 
     def dir(self, *parts: str) -> Path:
+        """The cache folder `parts`, made when missing. One that cannot be made (the cache path under
+        a file, a read-only or full file system) is a one-line SourceError naming it and the
+        variable that moves the cache (exit 1), not an OSError traceback."""
         p = self.root.joinpath(*parts)
-        p.mkdir(parents=True, exist_ok=True)
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise self.unusable(p, e) from None
         return p
+
+    def unusable(self, path: Path, e: OSError) -> CacheError:
+        given = os.environ.get("DSV4_PATCH_CACHE")
+        now = f"it is DSV4_PATCH_CACHE={given}" if given else f"the default is {self.root}"
+        return CacheError(f"cache folder {path} cannot be made: {e.strerror or type(e).__name__}",
+                           hint=f"set DSV4_PATCH_CACHE to a folder you can write; {now}")
 
 
 def slug(text: str) -> str:
