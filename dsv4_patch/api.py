@@ -214,25 +214,34 @@ def export_releases(project: Project, stack: str, *, releases: list[str] | None 
 
 
 def export_upstream(project: Project, stack: str, *, releases: list[str] | None = None, out: Path | None = None,
-                    mbox: Path | None = None, to_stdout: bool = False):
-    """`export --upstream`: one mbox per release, from the committed patch files (no tree).
+                    mbox: Path | None = None, to_stdout: bool = False, signoff_as: str | None = None):
+    """`export --upstream`: one mbox per release, from the committed patch files (no tree), each
+    message signed off by the sender (`signoff_as`, else the user's git identity; see upstream_mbox).
 
     Written to OUT/upstream/<stack>.mbox and OUT/upstream/<stack>@<tag>.mbox, or to `mbox` (or
-    returned for stdout) when one release is selected. Returns (rows, mbox bytes for stdout)."""
+    returned for stdout) when one release is selected. Every release is computed before the first
+    file is written: an error (no identity, a malformed patch) writes nothing.
+    Returns (rows, mbox bytes for stdout)."""
     from .upstream_mbox import export_upstream as one
+    from .upstream_mbox import signer_for, write_mbox
 
     cfgs = project.targets([stack], releases)
     if (mbox is not None or to_stdout) and len(cfgs) > 1:
         raise UsageError(f"{stack} has {len(cfgs)} releases ({', '.join(c.label for c in cfgs)}); --mbox names one file",
                          hint="pick one with --release TAG or STACK@TAG")
+    signer = signer_for(project.root, signoff_as)
     if to_stdout:
-        row, data = one(cfgs[0], None)
+        row, data = one(cfgs[0], None, signer)
         return [row], data
-    rows = []
+    done = []
     for cfg in cfgs:
         dest = mbox if mbox is not None else out_dir(project, out) / "upstream" / f"{cfg.label}.mbox"
-        rows.append(one(cfg, dest)[0])
-    return rows, None
+        row, data = one(cfg, None, signer)
+        row.mbox = str(dest)
+        done.append((row, dest, data))
+    for _, dest, data in done:
+        write_mbox(dest, data)
+    return [row for row, _, _ in done], None
 
 
 def check(project: Project, stacks: list[str] | None = None, *, releases: list[str] | None = None) -> list[Finding]:

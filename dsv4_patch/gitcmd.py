@@ -16,6 +16,8 @@ Why each setting:
   back over the env it is given, so it is not used to run git.)
 - core.symlinks/core.ignorecase/core.precomposeUnicode/core.fileMode pinned: an upstream symlink
   stays a link and a mode change stays a mode change whatever a repository's config says.
+- the one exception: `user_identity` reads the user's own name and email from their normal config
+  (the sign-off `export --upstream` adds for the person who sends the patches); nothing else does.
 - pinned diff settings for format-patch (Electron's script/lib/git.py learned each of these from a
   churn bug): no renames flip-flop, no mnemonic/no-prefix, full index lines.
 """
@@ -23,6 +25,7 @@ Why each setting:
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -149,6 +152,44 @@ def clean_env(extra: dict | None = None) -> dict:
     if extra:
         env.update(extra)
     return env
+
+
+# The ONE place the user's own git identity is read. Everything else runs under `clean_env`, which
+# hides the user's config on purpose (GIT_CONFIG_GLOBAL=/dev/null, no system config, our fixed
+# committer). `export --upstream` signs the mbox off as the person who sends it (a DCO sign-off
+# certifies a person, never the team), so it asks git for that person exactly as `git commit -s` and
+# `git format-patch -s` do: `git var GIT_COMMITTER_IDENT`, reading the user's normal config (the
+# repository's own config where `cwd` is in one, then ~/.gitconfig or $XDG_CONFIG_HOME/git/config or
+# $GIT_CONFIG_GLOBAL, then the system file unless $GIT_CONFIG_NOSYSTEM) and $GIT_COMMITTER_NAME /
+# $GIT_COMMITTER_EMAIL where the caller set them. Nothing else of the caller's GIT_* reaches git.
+# user.useConfigOnly=true: git never guesses a name or an address from the passwd entry, the host
+# name or $EMAIL; an identity nobody configured is no sign-off.
+IDENTITY_PASS_THROUGH = PASS_THROUGH + ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                                        "GIT_CONFIG_NOSYSTEM", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
+_IDENT_LINE = re.compile(r"^(?P<who>[^<>]*<[^<>]*>) \d+ [+-]\d{4}$")
+
+
+@dataclass
+class Identity:
+    signer: str | None  # "Name <email>", as git writes it in a Signed-off-by: line
+    missing: tuple[str, ...] = ()  # the config keys git found unset ("user.name", "user.email")
+
+
+def user_identity(cwd: Path) -> Identity:
+    """Who the user's git signs off as (see IDENTITY_PASS_THROUGH); `missing` names what is unset."""
+    env = {k: os.environ[k] for k in IDENTITY_PASS_THROUGH if k in os.environ}
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C")
+    argv = ["git", "-c", "user.useConfigOnly=true", "var", "GIT_COMMITTER_IDENT"]
+    p = _run(argv, cwd=cwd, capture_output=True, env=env, stdin=subprocess.DEVNULL)
+    out, err = p.stdout.decode("utf-8", "surrogateescape").strip(), p.stderr.decode("utf-8", "replace")
+    if p.returncode == 0 and (m := _IDENT_LINE.match(out)):
+        return Identity(m["who"])
+    missing = tuple(k for k, says in (("user.name", ("no name was given", "empty ident name")),
+                                      ("user.email", ("no email was given", "unable to auto-detect email")))
+                    if any(s in err for s in says))
+    if missing:
+        return Identity(None, missing)
+    raise GitFailed(argv[1:], p.returncode, out, err or f"unexpected output {out!r}")
 
 
 class Git:

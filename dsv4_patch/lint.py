@@ -23,11 +23,15 @@ IDENT_PARTS = re.compile(r"^(?P<name>[^<>]*?)\s*<(?P<email>[^<>\s]+)>$")
 
 
 def signoff_problem(patch: PatchFile) -> str | None:
-    """None when the message ends with a `Signed-off-by: Name <email>` trailer (upstream DCO
-    checks, vLLM's among them, reject a commit without one); else what is wrong."""
+    """What is wrong with the patch file's `Signed-off-by:` lines, None when nothing is.
+
+    A patch file need not carry one: our trailers say only what is true, and a person's sign-off is
+    added when a person sends the patch (`export --upstream` signs it off as the sender; a DCO
+    sign-off certifies a person). Where the file does carry sign-offs (the team's, today), each is
+    `Name <email>`, they sit in the closing trailer block, and the author is among them."""
     found = SIGNOFF.findall(patch.description)
     if not found:
-        return "no Signed-off-by: trailer (upstream DCO checks reject the commit)"
+        return None
     bad = next((v for v in found if not IDENT.match(v.strip())), None)
     if bad is not None:
         return f"Signed-off-by: {bad.strip()!r} is not 'Name <email>'"
@@ -161,7 +165,7 @@ def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[F
     why = signoff_problem(patch)
     if why:
         fix = ("reset the author in the tree (`git commit --amend --reset-author` as the signer, or fix the trailer) and export"
-               if why.startswith("the author") else "add it in the tree (`git rebase -i --signoff refs/dsv4/base`) and export")
+               if why.startswith("the author") else "fix the trailer in the tree (`git rebase -i refs/dsv4/base`) and export")
         f.append(Finding(rel, 0, why + "; " + fix))
     for node in patch.metadata.regression_tests:
         why = node_exists(project.root, node)

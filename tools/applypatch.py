@@ -466,9 +466,13 @@ def export(
     tree: Optional[Path] = typer.Option(None, "--tree", help="Patched tree [default: OUT/<stack>, OUT/<stack>@<tag>]."),
     remove: Optional[List[str]] = typer.Option(None, "--remove", help="Delete this patch file if the tree no longer has its commit (repeat per file)."),
     upstream: bool = typer.Option(False, "--upstream", help="Write an mbox to send upstream from the patch files: "
-                                  "our metadata trailers removed, Signed-off-by kept."),
+                                  "our metadata trailers and the team sign-off removed, other people's trailers "
+                                  "kept, and YOUR Signed-off-by (git config user.name/user.email) added."),
     mbox: Optional[Path] = typer.Option(None, "--mbox", help="With --upstream: the mbox file, '-' for stdout "
                                         "[default: OUT/upstream/<stack>[@<tag>].mbox]."),
+    signoff_as: Optional[str] = typer.Option(None, "--signoff-as", metavar="'NAME <EMAIL>'",
+                                             help="With --upstream: sign off as this person instead of "
+                                             "git config user.name/user.email."),
     force: bool = typer.Option(False, "--force", help="Overwrite patch files that changed since the tree was built "
                                "from them (a hand edit, a pull of patches/)."),
     release: Optional[List[str]] = ReleaseOpt,
@@ -489,9 +493,12 @@ def export(
     (patches/<stack>/releases/<tag>). --json prints one object for one release, else a list.
 
     --upstream writes, per release, the series as one mbox for the upstream project: the
-    Upstream-Status, Regression-Test, Hardware, Drop-When and Patch-Filename lines left out,
-    everything else byte for byte; a patch without Signed-off-by is refused. Apply it upstream
-    with `git am -k`.
+    Upstream-Status, Regression-Test, Hardware, Drop-When and Patch-Filename lines and the team's
+    Signed-off-by left out, everything else byte for byte, and the sender's own
+    `Signed-off-by: Name <email>` added as `git commit -s` adds it. A DCO sign-off certifies a
+    person: you sign before sending. The identity is your git config user.name/user.email (the
+    one place the tool reads your git config) or --signoff-as "Name <email>"; with neither
+    configured it stops with one line and writes nothing. Apply it upstream with `git am -k`.
 
     \b
     Examples:
@@ -500,12 +507,16 @@ def export(
       dsv4-patch export vllm --remove old-fix.patch   # after dropping its commit in the tree
       dsv4-patch export vllm@v0.33.0        # only the v0.33.0 tree (same as --release v0.33.0)
       dsv4-patch export sglang --upstream --mbox /tmp/sglang.mbox && git -C ~/sglang am -k /tmp/sglang.mbox
+      dsv4-patch export vllm@v0.33.0 --upstream --signoff-as "Ada Lovelace <ada@example.com>"
 
     Exit codes: 0 ok, 1 error (with --check: stale, or a release's tree missing; uncommitted work,
-    no tree), 2 usage.
+    no tree; with --upstream: no user.name/user.email configured), 2 usage (a malformed
+    --signoff-as, or --signoff-as without --upstream).
     """
     if upstream:
-        return _export_upstream(stack, release, mbox, out_dir, as_json, project)
+        return _export_upstream(stack, release, mbox, out_dir, as_json, project, signoff_as)
+    if signoff_as is not None:
+        _fail(UsageError("--signoff-as goes with --upstream", hint="add --upstream"), as_json)
     try:
         runs = api.export_releases(_project(project), stack, releases=release, out=out_dir, tree=tree, check=check,
                                    remove=tuple(remove or ()), force=force)
@@ -544,11 +555,11 @@ def _rel_dir(cfg) -> str:
         return str(cfg.patch_dir)
 
 
-def _export_upstream(stack, release, mbox, out_dir, as_json, project):
+def _export_upstream(stack, release, mbox, out_dir, as_json, project, signoff_as=None):
     try:
         rows, data = api.export_upstream(_project(project), stack, releases=release, out=out_dir,
                                          mbox=None if mbox is None or str(mbox) == "-" else mbox,
-                                         to_stdout=mbox is not None and str(mbox) == "-")
+                                         to_stdout=mbox is not None and str(mbox) == "-", signoff_as=signoff_as)
     except Dsv4Error as e:
         _fail(e, as_json)
     if data is not None:  # --mbox -: the mbox itself is the output
@@ -556,8 +567,9 @@ def _export_upstream(stack, release, mbox, out_dir, as_json, project):
         raise typer.Exit(0)
     if not _emit([r.to_dict() for r in rows] if len(rows) != 1 else rows[0].to_dict(), as_json):
         for r in rows:
-            out.print(f"{r.label}: wrote {r.mbox} ({len(r.patches)} patches, {r.removed_lines} metadata lines "
-                      "left out; apply with `git am -k`)", highlight=False)
+            out.print(f"{r.label}: wrote {r.mbox} ({len(r.patches)} patches, {r.removed_lines} of our lines "
+                      f"left out, signed off by {r.signed_off_by}; apply with `git am -k`)", highlight=False,
+                      markup=False)
     raise typer.Exit(0)
 
 

@@ -1,5 +1,7 @@
-"""`check` requires Signed-off-by; `export --upstream` writes an mbox for the upstream project:
-our metadata trailers left out, everything else kept, and it applies (git am -k) to the same tree."""
+"""`check` checks the Signed-off-by lines a patch file carries (it need not carry one);
+`export --upstream` writes an mbox for the upstream project: our metadata trailers left out,
+everything else kept, and it applies (git am -k) to the same tree. The sender's sign-off:
+test_export_upstream_signoff.py (here the sender is Pat Cher, who signed each message last)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dsv4_patch.config import load_project
 from dsv4_patch.lint import lint_stack
 
 SOB = "Signed-off-by: Pat Cher <pat@example.com>"
+AS_PAT = ("--signoff-as", "Pat Cher <pat@example.com>")  # the sender: never this machine's git identity
 FULL_META = ("Upstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nHardware: gfx936\n"
              "Drop-When: upstream fixes it\n" + SOB + "\n")
 
@@ -31,12 +34,16 @@ def findings(env):
     return [(f.file, f.message) for f in lint_stack(load_project(env.root), env.stack)]
 
 
-def test_check_requires_a_signed_off_by_in_the_closing_trailer_block(env):
+def test_check_needs_no_signed_off_by_and_checks_the_ones_there_are(env):
     add_test_file(env)
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")  # META signs off
     assert findings(env) == []
+    env.rebuild(force=True)  # a person's sign-off is added when a person sends the patch (export --upstream)
+    git(env.out / "demo", "commit", "-q", "--amend", "-m",
+        "[DSV4] Three\n\nWhy.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n")
+    env.export()
+    assert findings(env) == []
     cases = {
-        "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n": "no Signed-off-by: trailer",
         "Why.\n\n" + META.replace(SOB, "Signed-off-by: pat"): "is not 'Name <email>'",
         "Why.\n\n" + SOB + "\n\nMore text after it.\n\nUpstream-Status: Pending\n"
         "Regression-Test: tests/test_demo.py::test_ok\n": "not in the closing trailer block",
@@ -52,7 +59,7 @@ def test_check_requires_a_signed_off_by_in_the_closing_trailer_block(env):
 
 def test_upstream_mbox_drops_our_trailers_and_keeps_the_rest(env):
     two_patches(env)
-    p = cli(env, "export", "demo", "--upstream", "--json", check=0)
+    p = cli(env, "export", "demo", "--upstream", "--json", *AS_PAT, check=0)
     import json
 
     row = json.loads(p.stdout)
@@ -75,7 +82,7 @@ def test_upstream_mbox_drops_our_trailers_and_keeps_the_rest(env):
 def test_upstream_mbox_applies_with_git_am_to_the_patched_tree(env):
     two_patches(env)
     mbox = env.tmp / "send.mbox"
-    cli(env, "export", "demo", "--upstream", "--mbox", str(mbox), check=0)
+    cli(env, "export", "demo", "--upstream", "--mbox", str(mbox), *AS_PAT, check=0)
     clone = env.tmp / "maintainer"
     git(env.tmp, "clone", "-q", str(env.up.path), str(clone))
     git(clone, "checkout", "-q", env.base)
@@ -89,15 +96,14 @@ def test_upstream_mbox_applies_with_git_am_to_the_patched_tree(env):
 
 def test_upstream_mbox_to_stdout_is_the_same_text(env):
     two_patches(env)
-    cli(env, "export", "demo", "--upstream", check=0)
-    p = cli(env, "export", "demo", "--upstream", "--mbox", "-", check=0)
+    cli(env, "export", "demo", "--upstream", *AS_PAT, check=0)
+    p = cli(env, "export", "demo", "--upstream", "--mbox", "-", *AS_PAT, check=0)
     assert p.stdout == (env.root / "build/upstream/demo.mbox").read_text()
 
 
-def test_a_patch_without_sign_off_is_refused_and_nothing_is_written(env):
+def test_a_patch_without_sign_off_is_signed_off_by_the_sender(env):
     add_test_file(env)
     env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three",
                body="Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\n")
-    p = cli(env, "export", "demo", "--upstream", check=1)
-    assert "three.patch: no Signed-off-by: trailer" in p.stderr and len(p.stderr.strip().splitlines()) == 1
-    assert not (env.root / "build/upstream").exists()
+    p = cli(env, "export", "demo", "--upstream", "--mbox", "-", *AS_PAT, check=0)
+    assert "\n\nWhy.\n\n" + SOB + "\n---\n" in p.stdout
