@@ -22,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
+from typing import Callable
 
 from . import __version__
 from .config import StackConfig
@@ -42,6 +44,28 @@ def reuse_key(stack_cfg: StackConfig, fp_source: str | None, base_commit: str) -
     """Everything besides the patch bytes that decides the commits of a build."""
     blob = json.dumps([__version__, stack_cfg.raw, fp_source, base_commit], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+HASH_PIN = re.compile(r"[0-9a-f]{4,40}")
+
+
+def movable_pin(stack_cfg: StackConfig, state: dict) -> bool:
+    """Whether the tree's base came from a pin that can move upstream: a name (not a hash) that a
+    git source resolved, i.e. a branch (gitsource re-fetches branches; a tag is looked up in the
+    mirror without fetching, as a fresh build does). An apply over such a tree asks the source
+    again, so it ends on the commit a fresh build would use (issue 28)."""
+    return not HASH_PIN.fullmatch(str(stack_cfg.commit or "")) and str(state.get("source") or "").startswith("git:")
+
+
+def where_the_pin_is(stack_cfg: StackConfig, materialize: Callable[[], object]) -> tuple[object | None, list[str]]:
+    """The base the movable pin names now, or (None, a note) when the source cannot say (offline,
+    the mirror unreachable): the tree then stays on the base it has, and the result says so."""
+    from .errors import SourceError
+
+    try:
+        return materialize(), []
+    except SourceError as e:
+        return None, [f"pin {stack_cfg.commit} not looked up again ({e.one_line()}); the tree stays on its base"]
 
 
 def made_record(names: list[str], raws: list[bytes], commits: list[tuple[str, str]]) -> list[list[str]]:

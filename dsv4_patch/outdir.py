@@ -69,6 +69,21 @@ def refuse_tracked_out(root: Path, out: Path) -> None:
                 refuse(f"is inside {'/'.join(target[len(prefix):k])}/, a tracked folder of the checkout")
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux says it (/proc/self/status); else
+    by setting and restoring it (os.umask has no read-only form)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 class OutDir:
     def __init__(self, root: Path):
         self.root = Path(root).resolve()
@@ -102,9 +117,13 @@ class OutDir:
         return self.root / name
 
     def new_staging(self, name: str) -> Path:
+        """A fresh folder for a tree; it becomes OUT/<name> (or the kept failed tree), so it gets the
+        mode the umask gives a new folder, as `git clone` makes it (mkdtemp's is always 0700)."""
         d = self.meta / "staging"
         d.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=d))
+        staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=d))
+        os.chmod(staging, 0o777 & ~current_umask())
+        return staging
 
     def keep_failed(self, name: str, staging: Path) -> Path:
         dest = self.meta / "failed" / name

@@ -235,7 +235,11 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
         notes = list(outdir.notes)
         state, damaged = load_state(target) if target.exists() else (None, None)
         lost = local_work(target, state) if state else []
-        if state and not lost and state.get("fingerprint") == fp:
+        if state and base is None and incremental.movable_pin(stack_cfg, state):  # a branch: where is it now?
+            base, why = incremental.where_the_pin_is(
+                stack_cfg, lambda: materialize(stack_cfg, cache, kind=source_kind, progress=progress))
+            notes += why
+        if state and not lost and state.get("fingerprint") == fp and (base is None or base.commit == state.get("base")):
             return ApplyResult(stack_cfg.name, target, "noop", state["base"], state["source"],
                                [tuple(c) for c in state["commits"]], time.monotonic() - t0,
                                note="; ".join(notes + ["nothing changed (same base, same patch bytes)"]))
