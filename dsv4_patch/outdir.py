@@ -89,6 +89,7 @@ class OutDir:
         self.root = Path(root).resolve()
         self.meta = self.root / ".dsv4"
         self.notes: list[str] = []  # one line per thing recover() repaired
+        self.swapped_in: dict[Path, Path] = {}  # target -> the folder recover() found (or put) there by a journaled swap
 
     def _ensure(self) -> None:
         if self.root.exists() and not self.root.is_dir():
@@ -147,6 +148,14 @@ class OutDir:
         if old.exists():
             shutil.rmtree(old, ignore_errors=True)
 
+    def swapping(self, name: str, new: Path) -> bool:
+        """Whether a swap journal (a run killed while it swapped) names `new` as the tree it puts
+        in OUT/<name>; the next locked() completes it."""
+        try:
+            return json.loads((self.meta / f"swap-{name}.json").read_text()).get("new") == str(new)
+        except (OSError, ValueError, AttributeError):
+            return False
+
     def recover(self) -> None:
         """Finish what a killed run left: complete or roll back swaps, drop stale staging."""
         for journal in sorted(self.meta.glob("swap-*.json")):
@@ -161,6 +170,8 @@ class OutDir:
                 src = new if new.exists() else old
                 if src.exists():
                     os.replace(src, target)
+            if target.exists() and not new.exists():  # the new tree is in place (a --continue asks)
+                self.swapped_in[target] = new
             if old.exists():
                 shutil.rmtree(old, ignore_errors=True)
             journal.unlink()

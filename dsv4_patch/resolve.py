@@ -499,6 +499,12 @@ def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | No
     t0 = time.monotonic()
     cache = cache or Cache.default()
     tree = failed_tree(out, cfg.label)
+    outdir = OutDir(out)
+    if outdir.swapping(cfg.label, tree):  # a --continue killed while it swapped this tree in:
+        with outdir.locked():  # the recovery completes that swap
+            pass
+        if outdir.swapped_in.get(outdir.tree(cfg.label)) == tree:
+            return ContinueResult(_swapped_in_by_recovery(cfg, outdir, t0), [])
     if not tree.is_dir() or Git(tree).rev(BASE_REF) is None:
         raise UsageError(f"{cfg.label}: no stopped apply to continue in {tree}",
                          hint=f"`dsv4-patch apply {cfg.label}` first; --continue follows an apply that exits 3")
@@ -515,6 +521,17 @@ def continue_apply(cfg: StackConfig, out: Path, *, root: Path, cache: Cache | No
         done = _advance(cfg, tree, patches, root, by_hand=True, progress=progress,
                         stores=object_stores(cache, out, cfg.label))
         return ContinueResult(_finish(cfg, out, tree, cache, t0, done, force), done)
+
+
+def _swapped_in_by_recovery(cfg: StackConfig, outdir: OutDir, t0: float) -> ApplyResult:
+    import time
+
+    final = outdir.tree(cfg.label)
+    st = read_state(final)
+    return ApplyResult(cfg.name, final, "applied", st["base"], st["source"], [tuple(c) for c in st["commits"]],
+                       time.monotonic() - t0,
+                       note="the --continue killed while it moved the resolved tree here was completed; "
+                            f"run `dsv4-patch export {cfg.label}` to write the resolutions into the patch files")
 
 
 def reuse_after_conflict(cfg: StackConfig, out: Path, failure_tree: Path, *, root: Path, cache: Cache | None = None,
