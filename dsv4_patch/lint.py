@@ -111,6 +111,8 @@ def is_dot_git(part: str) -> bool:
 
 
 def unsafe_path(path: str) -> str | None:
+    if "\0" in path:  # no file system takes one (and git's arguments cannot carry it)
+        return "path with a NUL byte"
     p = posixpath.normpath(path)
     if path.startswith("/"):
         return "absolute path"

@@ -175,6 +175,9 @@ def _failure_details(g: Git, patch: PatchFile, am_log: str) -> PatchFailure:
     where = ", ".join(sorted(files)) or "see the failed tree"
     first = hunks[0].header if hunks else ""
     msg = f"{patch.name}: does not apply at the pin ({kind}) in {where} {first}".strip()
+    nul = sorted({h.file for h in hunks if any("\0" in ln for ln in h.expected)})
+    if nul:  # not upstream's doing: the patch's own lines are damaged (a hand edit, a broken transfer)
+        msg += f": its lines for {', '.join(nul)} hold a NUL byte the upstream file does not have (shown as \\0)"
     return PatchFailure(patch.name, kind, msg, sorted(files), hunks)
 
 

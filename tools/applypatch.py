@@ -221,7 +221,7 @@ def _fail(e: Dsv4Error, as_json: bool) -> None:
             for h in report.hunks[:3]:
                 err.print(f"  {h.file} {h.header}\n  upstream lines it expected:", highlight=False)
                 for line in h.expected[:12]:
-                    err.print(f"    | {line}", highlight=False, markup=False)
+                    err.print(f"    | {line}".replace("\0", "\\0"), highlight=False, markup=False)  # a NUL shows
         elif e.details and not isinstance(e, ConflictError):
             err.print(e.details, highlight=False, markup=False)
     raise typer.Exit(e.exit_code)
