@@ -372,8 +372,8 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
                     # the failed tree was in this temporary folder, gone on return (`apply` keeps one to resolve in)
                     failure = {**e.report.to_dict(), "failed_tree": None} if isinstance(e.report, PatchFailure) else e.message
                     row.applies = {"ok": False, "failure": failure}
-                except Dsv4Error as e:
-                    row.applies = {"ok": False, "failure": e.one_line()}
+                except Dsv4Error as e:  # not a verdict on the patches: the check could not be made
+                    row.applies = {"ok": False, "failure": e.one_line(), "unchecked": True}
         rows.append(row)
     _cross_stack(project, rows, cache, fetch=check_apply)
     return rows

@@ -326,7 +326,8 @@ def status(
                     _print_lines([f"  unverified: {p}: {why}" for p, why in weak.items()], width, style="yellow")
             else:
                 f = r.applies["failure"]
-                _print_lines([f"  does not apply: {f['message'] if isinstance(f, dict) else f}"], width, style="red")
+                said = "not checked" if r.applies.get("unchecked") else "does not apply"
+                _print_lines([f"  {said}: {f['message'] if isinstance(f, dict) else f}"], width, style="red")
     raise typer.Exit(_status_rc(rows))
 
 
@@ -336,10 +337,13 @@ def _unverified_at_pin(r) -> dict[str, str]:
 
 
 def _status_rc(rows) -> int:
-    """3 when a stack does not apply, else 1 when a touched Python file does not compile, else 4 when
-    a patch's intent tests gave no evidence at the pin, else 0."""
-    if any(r.applies and not r.applies["ok"] for r in rows):
+    """3 when a stack does not apply, else 1 when one could not be checked (an error, not a verdict:
+    git missing, the source unreachable) or a touched Python file does not compile, else 4 when a
+    patch's intent tests gave no evidence at the pin, else 0."""
+    if any(r.applies and not r.applies["ok"] and not r.applies.get("unchecked") for r in rows):
         return EXIT_CONFLICT
+    if any(r.applies and r.applies.get("unchecked") for r in rows):  # git missing, source unreachable, ...
+        return EXIT_ERROR
     if any(r.compiles and not r.compiles["ok"] for r in rows):
         return EXIT_ERROR
     return EXIT_UNVERIFIED if any(r.applies and _unverified_at_pin(r) for r in rows) else 0

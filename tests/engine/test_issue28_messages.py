@@ -1,4 +1,5 @@
-"""Issue 28, messages: a NUL byte in a patch is said as such.
+"""Issue 28, messages that called something else a conflict, or a traceback: a NUL byte in a patch
+is said as such; `status --check` that cannot check is an error (exit 1), not a conflict (exit 3).
 
 - in a path (`diff --git a/src/a\\0.py ...`): `check` passed it and `apply` died with a traceback
   (subprocess: "ValueError: embedded null byte" when the path reached git's arguments); now both
@@ -64,3 +65,22 @@ def test_a_nul_byte_in_a_hunk_line_is_named_not_just_called_a_conflict(env, patc
     first = next(ln for ln in err.splitlines() if ln.startswith("error:"))
     assert "NUL byte" in first and "src/a.py" in first, first
     assert "\\0" in err  # the expected lines show where it is
+
+
+@pytest.mark.parametrize("why", ["no git on PATH", "source gone"])
+def test_status_check_that_cannot_check_is_an_error_not_a_conflict(env, patch, why):
+    """status --check turned every error (git missing, the source unreachable, a full disk) into
+    "does not apply: ..." and exit 3, the conflict code: a CI job read it as a patch to rebase."""
+    import shutil
+
+    extra = {}
+    if why == "no git on PATH":
+        (env.tmp / "empty-bin").mkdir()
+        extra["PATH"] = str(env.tmp / "empty-bin")
+    else:
+        shutil.move(env.up.path, env.tmp / "upstream-gone")
+    p = subprocess.run([sys.executable, str(TOOL), "status", "--check", "--project", str(env.root)],
+                       capture_output=True, text=True,
+                       env={**os.environ, "DSV4_PATCH_CACHE": str(env.cache.root), "COLUMNS": "200", **extra})
+    assert "Traceback" not in p.stderr and p.returncode == 1, p.stdout + p.stderr
+    assert "does not apply" not in p.stdout and "not checked:" in p.stdout, p.stdout
