@@ -274,6 +274,14 @@ class Git:
         return self.raw(*args, "format-patch", *FORMAT_PATCH_FLAGS, "-1", sha)
 
 
+def clone_local(g: Git, source: Path | str, dest: str = ".") -> None:
+    """`git clone --no-checkout` (run by `g`, into `dest`) of a repository on this machine: hard
+    links where it can, copies where it cannot (another file system, a read-only bind-mounted
+    cache). Never an explicit `--local`: with it git dies where link(2) fails ("Invalid
+    cross-device link") instead of copying (issue 28 item 6); a path clones locally anyway."""
+    g.run("clone", "--quiet", "--no-checkout", str(source), dest)
+
+
 def init_repo(path: Path, *, bare: bool = False) -> Git:
     path.mkdir(parents=True, exist_ok=True)
     g = Git(path)

@@ -22,7 +22,7 @@ from .advice import keep_work_hint
 from .config import StackConfig
 from .atomicio import write_atomic
 from .errors import ConflictError, Dsv4Error, PatchFormatError
-from .gitcmd import Git
+from .gitcmd import Git, clone_local
 from . import incremental
 from .localwork import attempt_touched, ignored_count, local_work, record_attempt, ref_snapshot
 from .locks import stack_lock
@@ -270,9 +270,7 @@ def _build_tree(stack_cfg, out, *, cache, name, upto, threeway, source_kind, for
         say(progress, f"{stack_cfg.name}: base {base.commit[:12]} from {base.source}" + (f" ({base.note})" if base.note else ""))
         staging = outdir.new_staging(name)
         g = Git(staging)
-        # A path clones locally anyway (hard links where it can); an explicit --local makes git die
-        # where it cannot link (--out on another file system, a read-only cache) instead of copying.
-        g.run("clone", "--quiet", "--no-checkout", str(base.git_dir), ".")
+        clone_local(g, base.git_dir)  # hard links, or copies (--out on another file system)
         g.run("remote", "remove", "origin")
         g.run("update-ref", BASE_REF, base.commit)
         refs = ref_snapshot(g, f"dsv4/{stack_cfg.name}")

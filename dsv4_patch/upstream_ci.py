@@ -39,7 +39,7 @@ from typing import Callable
 from . import precommit
 from .errors import Dsv4Error
 from .flock import file_lock
-from .gitcmd import Git
+from .gitcmd import Git, clone_local
 from .regress import PatchResult
 from .sources.base import Cache, Progress, say
 
@@ -381,7 +381,7 @@ def run_release(rel: Release, *, cache: Cache | None = None, provider: Callable 
     results: list[PatchResult] = []
     with tempfile.TemporaryDirectory(prefix="dsv4-upstream-ci-", dir=cache.dir("tmp")) as td:
         scratch = Path(td) / "tree"
-        Git(Path(td)).run("clone", "-q", "--local", "--no-checkout", str(rel.tree), str(scratch))
+        clone_local(Git(Path(td)), rel.tree, str(scratch))  # the cache and OUT may be on two file systems
         sg = Git(scratch)
         sg.run("update-ref", "refs/dsv4/base", base)
         for k, (patch, sha) in enumerate(zip(rel.patches, commits)):

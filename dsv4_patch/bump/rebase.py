@@ -31,7 +31,7 @@ from pathlib import Path
 from ..config import Project, StackConfig, load_project
 from ..errors import EXIT_CONFLICT, EXIT_OK, EXIT_UNVERIFIED, Dsv4Error, SourceError, UsageError
 from ..exporter import export_stack, render_patches, strip_trailer
-from ..gitcmd import Git
+from ..gitcmd import Git, clone_local
 from ..locks import stack_lock
 from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
@@ -337,7 +337,7 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         name = f"{stack}.bump"
         staging = outdir.new_staging(name)
         g = Git(staging)
-        g.run("clone", "--quiet", "--no-checkout", "--local", str(target.base.git_dir), ".")
+        clone_local(g, target.base.git_dir)  # hard links, or copies (--out on another file system)
         g.run("remote", "remove", "origin", check=False)
         add_alternates(staging / ".git", ([old.git_dir] if old else []) + ([old_tree / ".git"] if old_tree else []))
         g.run("checkout", "--quiet", "-B", f"dsv4/{stack}", target.base.commit)
