@@ -278,44 +278,10 @@ def _reuse(cfg: StackConfig, g: Git, patch: PatchFile, root: Path) -> str | None
     return None
 
 
-def _read_resolution(found: Path, patch: PatchFile) -> PatchFile:
-    """A remembered resolution, parsed as a patch file; what is wrong with it names the file."""
-    from .errors import PatchFormatError
-
-    hint = f"delete {found} (then resolve the conflict of {patch.name} by hand: it is recorded again)"
-    try:
-        return parse_patch_bytes(found.read_bytes(), patch.name)
-    except OSError as e:
-        raise PatchFormatError(f"{found}: cannot read this resolution ({e.strerror or e})", hint=hint) from None
-    except PatchFormatError as e:
-        why = e.message.split(": ", 1)[1] if e.message.startswith(patch.name) else e.message
-        why = why.split(": ", 1)[1] if why[:1].isdigit() and ": " in why else why  # "1: ..." (a line number)
-        raise PatchFormatError(f"{found}: not a usable resolution of {patch.name}: {why}", hint=hint) from None
-
-
-def _foreign_paths(patch: PatchFile, diff: PatchFile) -> list[str]:
-    """The paths a remembered resolution changes that the patch itself does not."""
-    own = set(_touched(patch))
-    return sorted({path for fd in diff.files for path in fd.paths} - own)
-
-
-def _refuse_foreign(patch: PatchFile, found: Path, diff: PatchFile) -> None:
-    """A remembered resolution (it can arrive in a pull request) may change only the files of its
-    own patch, and its paths and links pass the checks patch files pass (tree._refuse_unsafe)."""
-    from .errors import PatchFormatError
-    from .lint import symlink_escapes, unsafe_path
-
-    own = set(_touched(patch))
-    hint = (f"a resolution may change only the files {patch.name} changes; delete {found} "
-            "(then resolve the conflict by hand)")
-    for fd in diff.files:
-        for path in fd.paths:
-            why = unsafe_path(path) or (None if path in own else f"a file {patch.name} does not change")
-            if why:
-                raise PatchFormatError(f"{found}:{fd.line}: {why}: {path}", hint=hint)
-        if symlink_escapes(fd):
-            raise PatchFormatError(f"{found}:{fd.line}: symlink {fd.path} -> {fd.symlink_target} points outside "
-                                   "the tree", hint=hint)
+# bump/resolutions.py holds the one reading and checking of a remembered resolution (bump uses it too)
+_read_resolution = resolutions.read
+_foreign_paths = resolutions.foreign_paths
+_refuse_foreign = resolutions.refuse_foreign
 
 
 def _fits(g: Git, raw: bytes) -> bool:

@@ -128,22 +128,27 @@ def _am(g: Git, raw: bytes, threeway: bool) -> bool:
     return True
 
 
-def _resolution_mbox(found: Path, patch: PatchFile) -> bytes:
-    stored = parse_patch_bytes(found.read_bytes(), patch.name)
+def _resolution_mbox(stored: PatchFile, patch: PatchFile) -> bytes:
     return with_trailer(dataclasses.replace(stored, name=patch.name))
 
 
 def _reuse_resolution(g: Git, cfg: StackConfig, p: PatchFile, k: str) -> str | None:
     """Apply a remembered resolution: the one recorded for exactly this pre-image, else one recorded
     for this patch against another pre-image whose hunks still apply by their context (an earlier
-    patch of the same round was resolved since, and now sits in the pre-image). Says which."""
+    patch of the same round was resolved since, and now sits in the pre-image). Says which.
+    Each is read and checked as apply checks it (resolutions.read, refuse_foreign: it can arrive
+    in a pull request); one recorded for an earlier version of the patch that changed other files
+    is passed over, as apply passes it over."""
     root = cfg.patch_dir.parent.parent
     exact = resolutions.lookup(cfg, p.name, k)
-    if exact and _am(g, _resolution_mbox(exact, p), threeway=False):
-        return str(exact.relative_to(root))
-    for other in resolutions.recorded(cfg, p.name):
-        if other != exact and _am(g, _resolution_mbox(other, p), threeway=False):
-            return f"{other.relative_to(root)} (recorded against another pre-image; applied by context)"
+    for found in ([exact] if exact else []) + [r for r in resolutions.recorded(cfg, p.name) if r != exact]:
+        stored = resolutions.read(found, p)
+        if found != exact and resolutions.foreign_paths(p, stored):
+            continue
+        resolutions.refuse_foreign(p, found, stored)
+        if _am(g, _resolution_mbox(stored, p), threeway=False):
+            rel = str(found.relative_to(root)) if found.is_relative_to(root) else str(found)
+            return rel if found == exact else f"{rel} (recorded against another pre-image; applied by context)"
     return None
 
 

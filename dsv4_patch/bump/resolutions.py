@@ -7,6 +7,10 @@ key = sha256 over the failing patch's bytes and the pre-image blob id of every f
 files -> the same key, so a resolution is reused exactly where it was made and nowhere else.
 The value is a `git format-patch` of the resolved commit against that pre-image: patch text
 only, never upstream files.
+
+A resolution can arrive in a pull request: apply (resolve.py) and bump (rebase.py) both read it
+with `read` and lay it only after `refuse_foreign` (one check, shared): it may change only the
+files of its own patch, and its paths and symlinks pass the checks patch files pass.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import hashlib
 from pathlib import Path
 
 from ..config import StackConfig
-from ..patchfile import PatchFile
+from ..errors import PatchFormatError
+from ..patchfile import PatchFile, parse_patch_bytes
 
 
 def key(patch: PatchFile, pre_blobs: dict[str, str]) -> str:
@@ -52,3 +57,43 @@ def recorded(cfg: StackConfig, patch_name: str) -> list[Path]:
     """Every resolution stored for a patch, newest first."""
     d = folder(cfg) / patch_name.removesuffix(".patch")
     return sorted(d.glob("*.patch"), key=lambda f: f.stat().st_mtime, reverse=True) if d.is_dir() else []
+
+
+def read(found: Path, patch: PatchFile) -> PatchFile:
+    """A remembered resolution, parsed as a patch file; what is wrong with it names the file."""
+    hint = f"delete {found} (then resolve the conflict of {patch.name} by hand: it is recorded again)"
+    try:
+        return parse_patch_bytes(found.read_bytes(), patch.name)
+    except OSError as e:
+        raise PatchFormatError(f"{found}: cannot read this resolution ({e.strerror or e})", hint=hint) from None
+    except PatchFormatError as e:
+        why = e.message.split(": ", 1)[1] if e.message.startswith(patch.name) else e.message
+        why = why.split(": ", 1)[1] if why[:1].isdigit() and ": " in why else why  # "1: ..." (a line number)
+        raise PatchFormatError(f"{found}: not a usable resolution of {patch.name}: {why}", hint=hint) from None
+
+
+def _touched(patch: PatchFile) -> set[str]:
+    return {p for fd in patch.files for p in fd.paths}
+
+
+def foreign_paths(patch: PatchFile, diff: PatchFile) -> list[str]:
+    """The paths a remembered resolution changes that the patch itself does not."""
+    return sorted({path for fd in diff.files for path in fd.paths} - _touched(patch))
+
+
+def refuse_foreign(patch: PatchFile, found: Path, diff: PatchFile) -> None:
+    """A remembered resolution may change only the files of its own patch, and its paths and links
+    pass the checks patch files pass (tree._refuse_unsafe): else one line naming the file."""
+    from ..lint import symlink_escapes, unsafe_path
+
+    own = _touched(patch)
+    hint = (f"a resolution may change only the files {patch.name} changes; delete {found} "
+            "(then resolve the conflict by hand)")
+    for fd in diff.files:
+        for path in fd.paths:
+            why = unsafe_path(path) or (None if path in own else f"a file {patch.name} does not change")
+            if why:
+                raise PatchFormatError(f"{found}:{fd.line}: {why}: {path}", hint=hint)
+        if symlink_escapes(fd):
+            raise PatchFormatError(f"{found}:{fd.line}: symlink {fd.path} -> {fd.symlink_target} points outside "
+                                   "the tree", hint=hint)
