@@ -12,6 +12,12 @@ For each block of `block` values along each group's row of o [T, G, D]:
 Everything except the one fp32 product is done exactly in float64 (x / s and q * s are exact:
 s is a power of two). The e4m3 rounding is kernels/codecs.py's `e4m3_round`; the bf16 rounding is
 done here on the float64 bits. No torch, no Triton.
+
+Non-finite inputs follow the reference's arithmetic: a block holding NaN or +-inf has amax NaN or
+inf, so r and s = 2^ceil(log2 r) are NaN or inf too, and every value of the block comes out NaN
+(x / s * s is 0 * inf, inf / inf or NaN). The bits of that NaN are not meaningful (torch's own bf16
+cast gives 0x7FC0 or 0xFFFF depending on the code path), so every path of the QDQ writes the
+canonical quiet NaN 0x7FC0, and so does this oracle.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ from kernels.codecs import e4m3_round
 FP8_MAX = 448.0
 FP8_MAX_INV_F32 = np.float32(1.0 / 448.0)
 AMAX_FLOOR_F32 = np.float32(1e-4)
+BF16_NAN = 0x7FC0  # the bits every path writes for a NaN result
 
 
 def bf16_bits_to_f64(bits: np.ndarray) -> np.ndarray:
-    """uint16 bf16 bit patterns -> float64 (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    """uint16 bf16 bit patterns -> float64 (exact; a signalling NaN comes back quiet)."""
+    f32 = (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    with np.errstate(invalid="ignore"):  # the cast of a signalling NaN
+        return f32.astype(np.float64)
 
 
 def f64_to_bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -68,7 +77,9 @@ def block_scales(x: np.ndarray, block: int) -> np.ndarray:
     amax = np.abs(xb).max(axis=-1).astype(np.float32)  # bf16 values: exact in fp32
     amax = np.maximum(amax, AMAX_FLOOR_F32)
     r = (amax * FP8_MAX_INV_F32).astype(np.float32)  # one fp32 multiply (numpy: IEEE RNE)
-    return np.ldexp(1.0, ceil_log2_f32_bits(r))
+    finite = np.isfinite(r)
+    s = np.ldexp(1.0, ceil_log2_f32_bits(np.where(finite, r, np.float32(1))))
+    return np.where(finite, s, r)  # 2^ceil(log2 r) of r = inf or NaN is r itself
 
 
 def o_fp8_qdq_oracle(o_bits: np.ndarray, block: int = 32) -> np.ndarray:
@@ -80,10 +91,11 @@ def o_fp8_qdq_oracle(o_bits: np.ndarray, block: int = 32) -> np.ndarray:
     x = bf16_bits_to_f64(o_bits)
     s = block_scales(x, block)
     xb = x.reshape(T, G, D // block, block)
-    y = np.clip(xb / s[..., None], -FP8_MAX, FP8_MAX)  # exact: s is a power of two
-    q = e4m3_round(y, saturate=True)
-    out = (q * s[..., None]).reshape(T, G, D)
-    return f64_to_bf16_bits(out)
+    with np.errstate(invalid="ignore"):  # blocks holding NaN or inf: NaN, as in the reference
+        y = np.clip(xb / s[..., None], -FP8_MAX, FP8_MAX)  # exact: s is a power of two
+        q = e4m3_round(y, saturate=True)
+        out = (q * s[..., None]).reshape(T, G, D)
+    return np.where(np.isnan(out), BF16_NAN, f64_to_bf16_bits(out)).astype(np.uint16)
 
 
 def o_fp8_qdq_oracle_f64(o_bits: np.ndarray, block: int = 32) -> np.ndarray:

@@ -9,6 +9,11 @@ inplace=True)``). Per block of ``block`` values along each group's row:
                                                 # ceil_log2 read from the fp32 bits
     o    = bf16(e4m3_rne(clamp(x / s, -448, 448)) * s)
 
+A block holding NaN or +-inf becomes NaN, all of it, as in the reference's
+fp32 arithmetic (amax is NaN or inf, so is s, and every x / s * s is NaN:
+0 * inf, inf / inf or NaN); it is written as the canonical bf16 NaN 0x7FC0,
+so that every path gives the same bits. The other blocks are not affected.
+
 On NVIDIA GPUs the hardware e4m3 conversion is used on sm89 and newer; on
 older ones (or when ``emulate`` is set) the same rounding is done in fp32:
 round half to even onto the e4m3 grid, signed zero kept. CPU tensors take an
@@ -28,9 +33,12 @@ FP8_E4M3_MAX = tl.constexpr(448.0)
 # float32(1 / 448) and float32(1e-4), as bits, so every path uses the same values.
 _FP8_MAX_INV_BITS = tl.constexpr(0x3B124925)
 _AMAX_FLOOR_BITS = tl.constexpr(0x38D1B717)
-# The same two values as Python floats (exact in fp32), for the eager CPU path.
+# The same value as a Python float (exact in fp32), for the eager CPU path.
 _FP8_MAX_INV = struct.unpack("<f", struct.pack("<I", _FP8_MAX_INV_BITS.value))[0]
-_AMAX_FLOOR = struct.unpack("<f", struct.pack("<I", _AMAX_FLOOR_BITS.value))[0]
+# |x| as fp32 bits at or above this (inf, NaN) makes its block NaN.
+_INF_BITS = tl.constexpr(0x7F800000)
+# What a block holding NaN or +-inf is written as (bf16 bits).
+_BF16_NAN_BITS = tl.constexpr(0x7FC0)
 
 
 @triton.jit
@@ -78,10 +86,13 @@ def _o_fp8_qdq_kernel(
     ptrs = o_ptr + base + cols
     x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
 
-    amax = tl.max(tl.abs(x), axis=1)
-    amax = tl.maximum(
-        amax, tl.full([NB], _AMAX_FLOOR_BITS, tl.uint32).to(tl.float32, bitcast=True)
-    )
+    # amax on the bits of |x|: for non-negative floats the integer order is
+    # the float order, +inf above every finite value and NaN above +inf, so
+    # a block holding NaN or +-inf is seen (a float max may drop a NaN).
+    amax_bits = tl.max(x.to(tl.int32, bitcast=True) & 0x7FFFFFFF, axis=1)
+    amax_bits = tl.maximum(amax_bits, _AMAX_FLOOR_BITS)
+    non_finite = amax_bits >= _INF_BITS
+    amax = amax_bits.to(tl.float32, bitcast=True)
     r = amax * tl.full([NB], _FP8_MAX_INV_BITS, tl.uint32).to(tl.float32, bitcast=True)
     rb = r.to(tl.uint32, bitcast=True)
     e = ((rb >> 23) & 0xFF).to(tl.int32) - 127 + ((rb & 0x7FFFFF) != 0).to(tl.int32)
@@ -94,7 +105,10 @@ def _o_fp8_qdq_kernel(
         q = y.to(tl.float8e4nv).to(tl.float32)
     else:
         q = _e4m3_rne_fp32(y)
-    tl.store(ptrs, (q * s[:, None]).to(o_ptr.dtype.element_ty), mask=mask)
+    out = (q * s[:, None]).to(tl.bfloat16).to(tl.int16, bitcast=True)
+    nan = tl.full([NB, BLOCK], _BF16_NAN_BITS, tl.int16)
+    out = tl.where(non_finite[:, None], nan, out)
+    tl.store(ptrs, out.to(tl.bfloat16, bitcast=True), mask=mask)
 
 
 @functools.lru_cache(maxsize=None)
@@ -136,8 +150,11 @@ def _e4m3_rne_fp32_torch(y: torch.Tensor) -> torch.Tensor:
 def _o_fp8_qdq_torch_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tensor:
     T, G, D = o.shape
     x = o.float().reshape(T, G, D // block, block)
-    amax = torch.clamp(x.abs().amax(dim=-1, keepdim=True), min=_AMAX_FLOOR)
-    e = _ceil_log2_fp32_bits(amax * _FP8_MAX_INV)
+    # as in the kernel: amax on the bits of |x|, which also flags NaN and inf
+    amax_bits = (x.view(torch.int32) & 0x7FFFFFFF).amax(dim=-1, keepdim=True)
+    amax_bits = torch.clamp(amax_bits, min=_AMAX_FLOOR_BITS.value)
+    non_finite = amax_bits >= _INF_BITS.value
+    e = _ceil_log2_fp32_bits(amax_bits.view(torch.float32) * _FP8_MAX_INV)
     s = ((e + 127) << 23).view(torch.float32)
     inv_s = ((127 - e) << 23).view(torch.float32)
     y = torch.clamp(x * inv_s, -FP8_E4M3_MAX.value, FP8_E4M3_MAX.value)
@@ -145,7 +162,9 @@ def _o_fp8_qdq_torch_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tenso
         q = _e4m3_rne_fp32_torch(y)
     else:
         q = y.to(torch.float8_e4m3fn).float()
-    o.copy_((q * s).reshape(T, G, D))
+    out = (q * s).to(torch.bfloat16).view(torch.int16)
+    out = torch.where(non_finite, _BF16_NAN_BITS.value, out)
+    o.copy_(out.view(torch.bfloat16).reshape(T, G, D))
     return o
 
 

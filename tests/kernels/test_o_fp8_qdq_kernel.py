@@ -15,6 +15,8 @@ edge the kernels have is planted explicitly by `edge_blocks()`, not left to chan
 the eager paths run T=4096 (narrow rows); the Triton kernel's large-T configuration (4096-value
 chunks, chosen for >= 2048 rows) runs under the interpreter by launching the kernel directly with
 each chunk size the wrapper can pick, and on the GPU through the wrapper at T=300 and T=4096.
+Blocks holding NaN or +-inf (`make_non_finite_o()`) must come out NaN, all of the block, as bf16
+0x7FC0, on every path (the reference's fp32 arithmetic gives NaN there).
 """
 
 from __future__ import annotations
@@ -103,6 +105,43 @@ def make_o(T: int, seed: int, g: int = G, d: int = D) -> torch.Tensor:
     n = min(len(edge_t), x.shape[0])
     x[:n] = edge_t[:n]
     return x.reshape(T, g, d).to(torch.bfloat16)
+
+
+def non_finite_blocks() -> list[torch.Tensor]:
+    """Blocks holding NaN or +-inf among finite values (outside the input contract, but a NaN from an
+    upstream overflow must stay visible): each becomes NaN, all of it, bits 0x7FC0, in every path."""
+    inf, nan = float("inf"), float("nan")
+    out = []
+    for bad in ([nan], [inf], [-inf], [inf, -inf], [1.0, -3.0, nan, inf, -inf, -0.0, 0.0], [nan] * (BLOCK - 3)):
+        b = torch.linspace(-5.0, 5.0, BLOCK)
+        b[3:3 + len(bad)] = torch.tensor(bad)
+        out.append(b)
+    b = torch.full((BLOCK,), 2.0**-20)  # below the amax floor otherwise
+    b[-1] = -inf  # the last value of the block
+    out.append(b)
+    return out
+
+
+NON_FINITE_BITS = (0xFFC1, 0x7F81, 0xFF81)  # a negative NaN with a payload; bf16 signalling NaNs
+NON_FINITE_SEED = 4242
+
+
+def make_non_finite_o(T: int = 3, g: int = 2, d: int = 512, seed: int = NON_FINITE_SEED) -> torch.Tensor:
+    """make_o with the non-finite blocks planted after the edge blocks, at a row's first and last
+    block, next to finite blocks, and one lone NaN / inf bit pattern each in three more blocks."""
+    o = make_o(T, seed, g, d)
+    blocks = o.view(-1, BLOCK)
+    nb = d // BLOCK
+    ends = [nb * (T * g - 1), nb * (T * g - 1) + nb - 1]  # the last row's first and last block
+    where = ends + [i for i in range(len(edge_blocks()), blocks.shape[0], 2) if i not in ends]
+    bad = non_finite_blocks()
+    assert len(where) >= len(bad) + len(NON_FINITE_BITS)
+    for i, b in zip(where, bad):
+        blocks[i] = b.to(torch.bfloat16)
+    raw = blocks.view(torch.int16)
+    for i, pattern in zip(where[len(bad):], NON_FINITE_BITS):
+        raw[i, 5] = torch.tensor(pattern, dtype=torch.int32).to(torch.int16)
+    return o
 
 
 def oracle_bits(o: torch.Tensor) -> np.ndarray:
@@ -198,6 +237,32 @@ def test_oracle_overflow_edge():
             f64_to_bf16_bits(np.array([bad]))
 
 
+def test_reference_arithmetic_makes_non_finite_blocks_nan():
+    """What the reference does with NaN and +-inf, in plain float32 torch (act_quant with a ue8m0
+    scale): s = 2^ceil(log2(amax / 448)) is inf or NaN, so x / s is 0, NaN (inf / inf) or NaN, and
+    q * s is NaN (0 * inf) for every value of the block. That is the behaviour every path follows."""
+    for b in non_finite_blocks():
+        x = b.to(torch.bfloat16).float()
+        amax = x.abs().amax().clamp_min(1e-4)
+        s = torch.exp2(torch.ceil(torch.log2(amax / 448.0)))
+        q = (x / s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+        assert torch.isnan(q.float() * s).all(), b
+
+
+def test_oracle_non_finite_blocks_are_nan_and_stay_in_their_block():
+    """The oracle: a block holding NaN or +-inf is NaN (0x7FC0) in full; the other blocks are what
+    they are with those blocks zeroed."""
+    o = make_non_finite_o()
+    got = o_fp8_qdq_oracle(bits(o), BLOCK).reshape(-1, BLOCK)
+    bad = ~torch.isfinite(o.float()).view(-1, BLOCK).all(dim=1).numpy()
+    assert bad.sum() == len(non_finite_blocks()) + len(NON_FINITE_BITS)
+    assert np.all(got[bad] == 0x7FC0)
+    clean = o.clone()
+    clean.view(-1, BLOCK)[torch.from_numpy(bad)] = 0
+    want = o_fp8_qdq_oracle(bits(clean), BLOCK).reshape(-1, BLOCK)
+    assert np.array_equal(got[~bad], want[~bad])
+
+
 def test_oracle_refuses_a_block_that_does_not_divide_d():
     with pytest.raises(ValueError, match="multiple"):
         o_fp8_qdq_oracle(np.zeros((1, 1, 48), np.uint16), 32)
@@ -238,6 +303,19 @@ def test_patch_file_cpu_path_matches_oracle(T, emulate):
     x = o.clone()
     assert o_fp8_qdq_(x, BLOCK, emulate=emulate) is x
     assert_same_bits(x, want, f"patch file (eager path) T={T} emulate={emulate}", seed)
+
+
+@pytest.mark.parametrize("emulate", [False, True], ids=["cast", "emulated"])
+def test_patch_file_cpu_path_non_finite_blocks(emulate):
+    """The eager path on blocks holding NaN, +inf, -inf, both infinities, finite values among them:
+    NaN (0x7FC0) in full, bit for bit with the oracle, neighbours untouched."""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+
+    o = make_non_finite_o()
+    x = o.clone()
+    o_fp8_qdq_(x, BLOCK, emulate=emulate)
+    assert_same_bits(x, o_fp8_qdq_oracle(bits(o), BLOCK), f"eager path, non-finite, emulate={emulate}",
+                     NON_FINITE_SEED)
 
 
 NOT_POW2 = "^SGLANG_DSV4_O_FP8_QDQ_BLOCK={} is not a power of two"
@@ -428,6 +506,8 @@ def interp_results(tmp_path_factory):
     cases["T3narrow"] = case(3, 2, 256)
     cases["T37narrow"] = case(37, 1, 64)
     cases["D32"] = case(3, 2, 32)  # the wrapper's smallest chunk: one block
+    nf = make_non_finite_o()
+    cases["non_finite"] = (nf, oracle_bits(nf), NON_FINITE_SEED)
     src, _, seed = case(**STRIDED)
     buf = torch.full((STRIDED["T"], STRIDED["g"] + 1, STRIDED["d"] + 64), -7.0, dtype=torch.bfloat16)
     buf[:, :STRIDED["g"], 32:32 + STRIDED["d"]] = src
@@ -463,7 +543,8 @@ def _as_bf16(b: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(b.view(np.int16)).view(torch.bfloat16)
 
 
-@pytest.mark.parametrize("name", [f"T{T}" for T in TS_INTERP] + ["ragged", "T3narrow", "T37narrow", "D32"])
+@pytest.mark.parametrize("name", [f"T{T}" for T in TS_INTERP] + ["ragged", "T3narrow", "T37narrow", "D32",
+                                  "non_finite"])
 def test_triton_interpreter_matches_oracle(interp_results, name):
     got, want, seed = interp_results[name]
     assert_same_bits(_as_bf16(got), want, f"Triton (interpreter, emulated) {name}", seed)
@@ -530,6 +611,21 @@ def test_triton_gpu_matches_oracle(T, emulate):
     torch.cuda.synchronize()
     assert y is x
     assert_same_bits(x, want, f"Triton GPU T={T} emulate={emulate}", seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("emulate", [False, True], ids=["hw", "emulated"])
+def test_triton_gpu_non_finite_blocks(emulate):
+    """Blocks holding NaN or +-inf on the GPU: NaN (0x7FC0) in full, hardware and emulated."""
+    _cuda_or_skip()
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+
+    o = make_non_finite_o()
+    x = o.cuda()
+    o_fp8_qdq_(x, BLOCK, emulate=emulate)
+    torch.cuda.synchronize()
+    assert_same_bits(x, o_fp8_qdq_oracle(bits(o), BLOCK), f"Triton GPU, non-finite, emulate={emulate}",
+                     NON_FINITE_SEED)
 
 
 @pytest.mark.gpu
