@@ -54,6 +54,21 @@ class ExportResult:
                 "series_changed": self.series_changed, "stale": self.stale}
 
 
+def subject_for_name(raw: str) -> str:
+    """The Subject as a person reads it, for naming the file: git writes a non-ASCII one as RFC 2047
+    encoded words (=?UTF-8?q?...?=), which were slugged as they stand; accents are dropped
+    (é -> e). A word that does not decode is left as written."""
+    import unicodedata
+    from email.errors import HeaderParseError
+    from email.header import decode_header, make_header
+
+    try:
+        text = str(make_header(decode_header(raw)))
+    except (ValueError, LookupError, UnicodeError, AssertionError, HeaderParseError):
+        return raw
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
 def file_name_for(subject: str, taken: set[str]) -> str:
     s = re.sub(r"^\[[^\]]*\]\s*", "", subject)  # "[ROCm][DSV4] x" -> "x" (tags repeat across a stack)
     while re.match(r"^\[[^\]]*\]\s*", s):
@@ -93,7 +108,7 @@ def render_patches(tree: Path) -> list[tuple[str, bytes]]:
         if name is None:
             subj = re.search(rb"^Subject: (.*(?:\n .*)*)", chunk, re.M)
             subject = subj.group(1).decode("utf-8", "replace").replace("\n ", " ") if subj else "patch"
-            name = file_name_for(subject, taken)
+            name = file_name_for(subject_for_name(subject), taken)
         if name in taken:
             raise Dsv4Error(f"{tree}: two commits claim {name}", hint="fix the Patch-Filename: lines in the commit messages")
         taken.add(name)
