@@ -15,6 +15,7 @@ in-tree test file, which imports them by those names); `uninstall()` takes every
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import types
 from pathlib import Path
@@ -60,8 +61,10 @@ class _Inert:
 class _Envs(types.ModuleType):
     VLLM_TRITON_JIT_WARMUP_NUM_THREADS = 1
 
-    def __getattr__(self, name):  # any other switch: off
-        return False
+    def __getattr__(self, name):
+        if name.startswith("VLLM_ROCM_SPARSE_MLA_"):  # read at each access, as vLLM's envs does
+            return os.getenv(name, "0").lower() in ("1", "true")
+        return False  # any other switch: off
 
 
 class _Platform:

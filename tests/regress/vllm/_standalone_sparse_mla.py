@@ -77,18 +77,39 @@ def _load_file(name: str, path: Path) -> types.ModuleType:
     return module
 
 
+def install_decode(tree: Path) -> types.ModuleType:
+    """Put the tree's DSV4 cache writers (_standalone_dsv4_writers) and, on top of them, its
+    rocm_aiter_mla_sparse module into sys.modules, with these stand-ins filling in only what the
+    writers' do not provide. Works for every carried release (v0.33.0+ import more at module level)."""
+    import logging
+
+    import _standalone_dsv4_writers
+
+    _standalone_dsv4_writers.install(tree)
+    for name, stub in _stubs().items():
+        have = sys.modules.get(name)
+        if have is None:
+            sys.modules[name] = stub
+        else:  # keep the writers' module (platform, envs, common.py); add the names the decode needs
+            for k, v in vars(stub).items():
+                if not k.startswith("__") and not hasattr(have, k):
+                    setattr(have, k, v)
+    # v0.33.0's module also imports these at module level (used only inside the full decode path).
+    for name, attrs in {
+        "vllm.config": {"CUDAGraphMode": types.SimpleNamespace(FULL=object(), NONE=object()),
+                        "get_current_vllm_config": lambda: None},
+        "vllm.logger": {"init_logger": logging.getLogger},
+    }.items():
+        if name not in sys.modules:
+            sys.modules[name] = types.ModuleType(name)
+        for k, v in attrs.items():
+            if not hasattr(sys.modules[name], k):
+                setattr(sys.modules[name], k, v)
+    return _load_file("vllm.v1.attention.ops.rocm_aiter_mla_sparse", tree / _MODULE)
+
+
 def load(tree: Path) -> types.ModuleType:
-    """The tree's rocm_aiter_mla_sparse module (a fresh module object on each call)."""
-    stubs = _stubs()
-    saved = {k: sys.modules.get(k) for k in [*stubs, "vllm.v1.attention.ops.common",
-                                              "vllm.v1.attention.ops.rocm_aiter_mla_sparse"]}
-    try:
-        sys.modules.update(stubs)
-        _load_file("vllm.v1.attention.ops.common", tree / _COMMON)
-        return _load_file("vllm.v1.attention.ops.rocm_aiter_mla_sparse", tree / _MODULE)
-    finally:
-        for k, v in saved.items():  # leave sys.modules as it was
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+    """The tree's rocm_aiter_mla_sparse module, loaded as install_decode does. The stand-ins stay in
+    sys.modules: the module imports some of them lazily, at call time (ops/common.py's
+    use_manual_e4m3 reads vllm.platforms), so this is for a process that has no vLLM of its own."""
+    return install_decode(tree)

@@ -6,6 +6,10 @@ decode kernel with the integer decode against the PyTorch reference decode on th
 ragged kernel and the prefill gather with the integer decode against the same kernels with the FP8
 conversion, bit for bit. None of it may be skipped.
 
+vllm 6 (v0.33.0+) the same way: its in-tree test
+tests/kernels/attention/test_dsv4_sparse_decode_fallback_rope.py calls rocm_sparse_attn_decode on the
+fallback kernel and checks that the rows it reports rotated come back inverse-RoPE'd.
+
 Run: dsv4-patch regress vllm -m gpu --record gpu --hardware H200"""
 
 from __future__ import annotations
@@ -17,3 +21,8 @@ IN_TREE = ("tests/kernels/attention/test_dsv4_e4m3_manual_decode.py",)
 
 def test_in_tree_decode_tests_pass_on_gpu(vllm_trees, tmp_path):
     run_in_tree(vllm_trees[0], IN_TREE, "_dsv4_decode_plugin", tmp_path)
+
+
+def test_in_tree_inverse_rope_tests_pass_on_gpu(vllm_trees, tmp_path):
+    run_in_tree(vllm_trees[0], ("tests/kernels/attention/test_dsv4_sparse_decode_fallback_rope.py",),
+                "_dsv4_decode_plugin", tmp_path)

@@ -43,6 +43,13 @@ def test_host_sync_decode_disables_cudagraphs(vllm_check):
     assert_ok(vllm_check(CHECK), "host_sync_decode_disables_cudagraphs", "decode_refuses_capture")
 
 
+def test_aiter_path_yields_to_the_switches(vllm_check):
+    """v0.33.0+: with the torch decode or validation on, the AITER sparse MLA kernel (which bypasses
+    rocm_sparse_attn_decode) is not chosen; the pristine tree still chooses it."""
+    assert_ok(vllm_check(CHECK), "aiter_path_yields_to_the_switches")
+    assert_fails(vllm_check(CHECK, patched=False), "aiter_path_yields_to_the_switches", "still chosen")
+
+
 def test_unpatched_tree_fails(vllm_check):
     """The same check against the pristine 0.27.1 install: no reference decode, no validation."""
     res = vllm_check(CHECK, patched=False)

@@ -366,17 +366,39 @@ def fallback_launcher_without_fp8():
 
 @check
 def fallback_applies_inverse_rope():
-    params = inspect.signature(m._rocm_sparse_attn_decode_ragged_triton).parameters if hasattr(
-        m, "_rocm_sparse_attn_decode_ragged_triton") else {}
+    """Through rocm_sparse_attn_decode, the public entry the attention calls (the launcher below it
+    rebuilt for the interpreter): the rows it reports rotated come back inverse-RoPE'd."""
+    params = inspect.signature(m.rocm_sparse_attn_decode).parameters
     if "inv_rope_positions" not in params:
-        raise NotApplicable("the launcher takes no inv_rope_positions (no fused inverse RoPE in this tree)")
+        raise NotApplicable("rocm_sparse_attn_decode takes no inv_rope_positions (no fused inverse RoPE in this tree)")
     cache, slots, indptr, q, sink, pos, cos_sin = _inputs()
-    plain = _run(cache, slots, indptr, q, sink)
-    rotated = _run(cache, slots, indptr, q, sink, inv_rope_positions=pos, inv_rope_cos_sin_cache=cos_sin)
-    assert not torch.equal(rotated, plain), "rows came back not rotated though positions were passed"
+    lens = indptr[1:] - indptr[:-1]
+    dense = torch.full((B, int(lens.max())), -1, dtype=torch.int32)
+    for b in range(B):
+        dense[b, : int(lens[b])] = slots[int(indptr[b]): int(indptr[b + 1])]
+
+    def decode(**rope):
+        out = torch.empty(B, H, 512, dtype=torch.bfloat16)
+        n = m.rocm_sparse_attn_decode(
+            q=q, kv_cache=None, swa_k_cache=cache, swa_only=True, topk_indices=None, topk_lens=None,
+            swa_indices=dense, swa_lens=lens, swa_ragged_indices=slots, swa_ragged_indptr=indptr,
+            topk_ragged_indices=None, topk_ragged_indptr=None, attn_sink=sink, scale=0.05, head_dim=512,
+            nope_head_dim=448, rope_head_dim=64, output=out, **rope)
+        return n, out
+
+    saved = m._rocm_sparse_attn_decode_ragged_triton
+    m._rocm_sparse_attn_decode_ragged_triton = _cpu_launcher()
+    try:
+        none_rotated, plain = decode()
+        n, rotated = decode(inv_rope_positions=pos, inv_rope_cos_sin_cache=cos_sin)
+    finally:
+        m._rocm_sparse_attn_decode_ragged_triton = saved
+    assert none_rotated == 0, f"{none_rotated} rows reported rotated without positions"
+    assert n == B, f"{n} of {B} rows reported rotated with positions"
+    assert not torch.equal(rotated[:n], plain[:n]), "rows reported rotated came back not rotated"
     want = _inverse_rope(plain, pos, cos_sin)
-    assert torch.equal(rotated[..., :448], plain[..., :448]), "NoPE lanes changed"
-    err = (rotated.double() - want.double()).abs().max().item()
+    assert torch.equal(rotated[:n, :, :448], plain[:n, :, :448]), "NoPE lanes changed"
+    err = (rotated[:n].double() - want[:n].double()).abs().max().item()
     assert err <= 2.0**-7 * want.double().abs().max().item(), f"inverse RoPE off: max_abs {err}"
 
 

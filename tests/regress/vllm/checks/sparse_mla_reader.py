@@ -299,6 +299,37 @@ def host_sync_decode_disables_cudagraphs():
 
 
 @check
+def aiter_path_yields_to_the_switches():
+    """v0.33.0+: the AITER sparse MLA kernel bypasses rocm_sparse_attn_decode, so with the torch
+    decode or validation on, DeepSeek V4 must not choose it (the switches would only turn CUDA
+    graphs off); with both off, an enabled AITER kernel is still chosen."""
+    from _harness import NotApplicable
+
+    _builders()  # imports the model module the way the builders' check does
+    import vllm.models.deepseek_v4.amd.rocm as dsv4_rocm
+
+    if not hasattr(dsv4_rocm, "_aiter_sparse_mla_enabled"):
+        raise NotApplicable("this tree has no AITER sparse MLA path (_aiter_sparse_mla_enabled)")
+    from vllm._aiter_ops import rocm_aiter_ops
+
+    saved = rocm_aiter_ops.__dict__["is_triton_sparse_mla_enabled"]
+    rocm_aiter_ops.is_triton_sparse_mla_enabled = lambda: True  # as on a gfx950 with AITER asked for
+    try:
+        for env in ("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", "VLLM_ROCM_SPARSE_MLA_VALIDATE"):
+            os.environ.pop("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", None)
+            os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
+            assert dsv4_rocm._aiter_sparse_mla_enabled(False), "switches off: the AITER kernel is not chosen"
+            os.environ[env] = "1"
+            try:
+                chosen = dsv4_rocm._aiter_sparse_mla_enabled(False)
+            finally:
+                os.environ.pop(env, None)
+            assert not chosen, f"{env}=1: the AITER kernel is still chosen (the switch cannot act there)"
+    finally:
+        rocm_aiter_ops.is_triton_sparse_mla_enabled = saved
+
+
+@check
 def decode_refuses_capture():
     """Asked to run during a CUDA graph capture, the host-syncing decode raises a clear error
     (simulated capture on CPU; the GPU test captures for real)."""
