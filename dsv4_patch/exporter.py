@@ -262,6 +262,7 @@ def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collec
     done: list[str] = []
     try:
         _probe_writable(stack.patch_dir)  # a read-only patches/ fails here, before any file is written
+        _clear_stale_temps(stack.patch_dir)
         for name, data in patches:
             if name in res.written:
                 write_atomic(stack.patch_dir / name, data)
@@ -278,6 +279,25 @@ def _export_stack(stack: StackConfig, tree: Path, *, check: bool, remove: Collec
                         hint="make the patch folder writable (or free space), then export again") from None
     adopt_tree(stack, tree)
     return res
+
+
+def _clear_stale_temps(folder: Path) -> None:
+    """The temporary files (`.<name>.tmp-<pid>`, atomicio.write_atomic) an export killed while it
+    wrote left in the patch folder, whose process is gone: under the stack's lock no other writer of
+    this folder runs, and they would stay as hidden junk in the checkout (issue 28)."""
+    import os
+
+    for f in folder.glob(".*.tmp-*"):
+        m = re.fullmatch(r"\..+\.tmp-(\d+)", f.name)
+        if not m or not f.is_file() or f.is_symlink():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # a live process's (not ours to remove)
+        except ProcessLookupError:
+            f.unlink(missing_ok=True)
+        except (PermissionError, OverflowError, ValueError):
+            continue
 
 
 def _probe_writable(folder: Path) -> None:
