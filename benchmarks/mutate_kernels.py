@@ -66,6 +66,21 @@ CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, 
             ast.NotEq: ast.Eq}
 NAME_SWAP = {"maximum": "minimum", "minimum": "maximum", "max": "min", "min": "max", "floor": "ceil",
              "ceil": "floor", "clamp_min": "clamp_max", "amax": "amin"}
+# Operator groups, for the report; every mutant's `what` starts with the words of one of them.
+#   int64: drop an int64 cast (`x.to(tl.int64)`, `x.to(torch.int64)`, `.astype(np.int64)`,
+#          `dtype=torch.int64` in a `.to(...)`): offsets and indices fall back to the input's width
+#          (int32 in a Triton kernel), the 32-bit-offset bug of a kernel run on a big tensor.
+#   libm:  swap an exact routine for the libm one: a function named `*ceil_log2*` becomes
+#          ceil(log2(x)) in float32 (torch / numpy / tl, as the function uses), and inside a
+#          @triton.jit function an exponent read from float32 bits (`(b >> 23) ... - 127`, with or
+#          without the `+ (b & 0x7FFFFF != 0)` of a ceil) becomes floor / ceil of tl.log2 of the float.
+#          Wrong only for a float32 within rounding of a power of two: what the edge tests must reach.
+INT64_NAMES = {"int64"}
+LIBM_CEIL_LOG2 = {
+    "tl": "return tl.ceil(tl.log2({a})).to(tl.int32)",
+    "np": "return np.ceil(np.log2(np.asarray({a}, dtype=np.float32))).astype(np.int64)",
+    "torch": "return torch.ceil(torch.log2({a})).to(torch.int32)",
+}
 
 
 @dataclass
@@ -105,6 +120,12 @@ class _Sites(ast.NodeTransformer):
             self._docstring_ids.add(id(node.body[0].value))
         node.body = [self.visit(n) for n in node.body]
         node.decorator_list = [d for d in node.decorator_list]  # decorators are not mutated
+        if "ceil_log2" in node.name.lower() and node.args.args:
+            flavour = "tl" if self._jit else ("np" if "np." in ast.unparse(node) else "torch")
+            repl = LIBM_CEIL_LOG2[flavour].format(a=node.args.args[0].arg)
+            if self._site(node, f"libm: body of {node.name}() -> `{repl[7:]}`"):
+                doc = node.body[:1] if node.body and isinstance(node.body[0], ast.Expr) else []
+                node.body = doc + ast.parse(repl).body
         self._jit -= jit
         self._skip -= skip
         return node
@@ -114,6 +135,27 @@ class _Sites(ast.NodeTransformer):
         for new in BINOP_SWAP.get(type(node.op), []):
             if self._site(node, f"{_op(node.op)} -> {_op(new())} in `{_short(node)}`"):
                 node.op = new()
+        if self._jit:
+            libm = _bits_exponent_libm(node)
+            if libm is not None and self._site(node, f"libm: `{_short(node)}` -> `{_short(libm)}`"):
+                return ast.copy_location(libm, node)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if not isinstance(f, ast.Attribute) or f.attr not in ("to", "astype"):
+            return node
+        if (len(node.args) == 1 and not node.keywords and _is_int64(node.args[0])):
+            if self._site(node, f"int64: drop the cast in `{_short(node)}`"):
+                return f.value
+        for i, kw in enumerate(node.keywords):
+            if kw.arg == "dtype" and _is_int64(kw.value) and self._site(
+                    node, f"int64: drop `dtype=...int64` in `{_short(node)}`"):
+                node.keywords = node.keywords[:i] + node.keywords[i + 1:]
+                if not node.args and not node.keywords:
+                    return f.value
+                return node
         return node
 
     def visit_Compare(self, node):
@@ -182,6 +224,41 @@ class _Sites(ast.NodeTransformer):
         return node
 
 
+def _is_int64(node) -> bool:
+    return ((isinstance(node, ast.Attribute) and node.attr in INT64_NAMES)
+            or (isinstance(node, ast.Name) and node.id in INT64_NAMES))
+
+
+def _shift23_operand(node) -> str | None:
+    """The name b of the `b >> 23` inside node (an exponent read from float32 bits), else None."""
+    for n in ast.walk(node):
+        if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.RShift) and isinstance(n.right, ast.Constant)
+                and n.right.value == 23 and isinstance(n.left, ast.Name)):
+            return n.left.id
+    return None
+
+
+def _bits_exponent_libm(node):
+    """For `E - 127` (E holding `b >> 23`: floor(log2) of the float32 with bits b) and for
+    `E - 127 + M` (M holding `b & 0x7FFFFF`: the +1 of a ceil), the tl.log2 expression that computes
+    the same in float32 arithmetic; None for anything else."""
+    if isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Constant) and node.right.value == 127:
+        b, fn = _shift23_operand(node.left), "floor"
+    elif (isinstance(node.op, ast.Add) and isinstance(node.left, ast.BinOp)
+          and isinstance(node.left.op, ast.Sub) and isinstance(node.left.right, ast.Constant)
+          and node.left.right.value == 127):
+        b, fn = _shift23_operand(node.left.left), "ceil"
+        mant = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitAnd) and isinstance(n.right, ast.Constant)
+                   and n.right.value == 0x7FFFFF for n in ast.walk(node.right))
+        if not mant:
+            return None
+    else:
+        return None
+    if b is None:
+        return None
+    return ast.parse(f"tl.{fn}(tl.log2({b}.to(tl.float32, bitcast=True))).to(tl.int32)", mode="eval").body
+
+
 def _op(op) -> str:
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
             ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
@@ -195,18 +272,26 @@ def _short(node) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def enumerate_mutants(target: str) -> list[Mutant]:
-    path = ROOT / TARGETS[target][0]
+def source_sites(source: str) -> list[tuple[int, str, bool]]:
+    """(line, mutation, inside @triton.jit) of every mutation site of a module's source."""
     v = _Sites()
-    v.visit(ast.parse(path.read_text()))
-    return [Mutant(target, i, line, what, jit) for i, (line, what, jit) in enumerate(v.sites)]
+    v.visit(ast.parse(source))
+    return v.sites
+
+
+def mutate_source(source: str, index: int) -> str:
+    """The source with its index-th mutation applied (as ast.unparse writes it)."""
+    tree = ast.fix_missing_locations(_Sites(apply=index).visit(ast.parse(source)))
+    return ast.unparse(tree) + "\n"
+
+
+def enumerate_mutants(target: str) -> list[Mutant]:
+    sites = source_sites((ROOT / TARGETS[target][0]).read_text())
+    return [Mutant(target, i, line, what, jit) for i, (line, what, jit) in enumerate(sites)]
 
 
 def mutant_source(target: str, index: int) -> str:
-    tree = ast.parse((ROOT / TARGETS[target][0]).read_text())
-    v = _Sites(apply=index)
-    tree = ast.fix_missing_locations(v.visit(tree))
-    return ast.unparse(tree) + "\n"
+    return mutate_source((ROOT / TARGETS[target][0]).read_text(), index)
 
 
 def make_sandbox(targets: list[str]) -> Path:

@@ -43,3 +43,91 @@ def test_skipped_functions_have_no_mutants(mk):
     start = next(i for i, l in enumerate(lines, 1) if l.startswith("def wrong_contiguous_reader"))
     assert not [m for m in mk.enumerate_mutants("fp8_ds_mla") if m.line >= start]
     assert {m.in_jit for m in mk.enumerate_mutants("qdq-sglang")} == {True, False}
+
+
+PLANTED = '''
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(o_ptr, stride_t, G):
+    row = tl.program_id(0)
+    t = row // G
+    base = t.to(tl.int64) * stride_t
+    rb = tl.load(o_ptr + base).to(tl.uint32, bitcast=True)
+    e = ((rb >> 23) & 0xFF).to(tl.int32) - 127 + ((rb & 0x7FFFFF) != 0).to(tl.int32)
+    tl.store(o_ptr + base, e)
+
+
+def _ceil_log2(s):
+    mantissa, exponent = torch.frexp(s)
+    return torch.where(mantissa == 0.5, exponent - 1, exponent)
+
+
+def ceil_log2_bits(r):
+    bits = np.asarray(r, dtype=np.float32).view(np.uint32)
+    return ((bits >> 23) & 0xFF).astype(np.int64) - 127 + ((bits & 0x7FFFFF) != 0)
+
+
+def index(slots, dev):
+    return slots.to(torch.int64), slots.to(device=dev, dtype=torch.int64), slots.to(dev)
+'''
+
+
+def _mutants(mk, prefix):
+    """{mutation text: mutated source} of the planted source, for the operator `prefix`."""
+    return {what: mk.mutate_source(PLANTED, i)
+            for i, (_, what, _) in enumerate(mk.source_sites(PLANTED)) if what.startswith(prefix)}
+
+
+def _norm(src):
+    return ast.unparse(ast.parse(src))
+
+
+def test_int64_operator_drops_each_int64_cast_and_nothing_else(mk):
+    got = _mutants(mk, "int64:")
+    assert len(got) == 4, list(got)  # t.to(tl.int64), slots.to(torch.int64), dtype=..., .astype(np.int64)
+    base = _norm(PLANTED)
+    expect = [("t.to(tl.int64) * stride_t", "t * stride_t"),  # in source order
+              ("(bits >> 23 & 255).astype(np.int64)", "(bits >> 23 & 255)"),
+              ("return (slots.to(torch.int64),", "return (slots,"),
+              ("slots.to(device=dev, dtype=torch.int64)", "slots.to(device=dev)")]
+    for (old, new), src in zip(expect, got.values()):
+        assert old in base and _norm(src) == base.replace(old, new, 1), (old, new)
+    # a cast to another type (bitcast to uint32, .to(dev)) is not an int64 cast
+    assert not any("uint32" in w or "to(dev)`" in w for w in got)
+
+
+def test_libm_operator_swaps_exact_exponent_routines(mk):
+    got = _mutants(mk, "libm:")
+    base = _norm(PLANTED)
+    srcs = [_norm(s) for s in got.values()]
+    # inside the kernel: the ceil from the bits, and its floor part on its own
+    ceil_k = "e = tl.ceil(tl.log2(rb.to(tl.float32, bitcast=True))).to(tl.int32)"
+    floor_k = ("e = tl.floor(tl.log2(rb.to(tl.float32, bitcast=True))).to(tl.int32) + "
+               "(rb & 8388607 != 0).to(tl.int32)")
+    assert any(ceil_k in s for s in srcs) and any(floor_k in s for s in srcs)
+    # functions named *ceil_log2*: torch flavour and numpy flavour
+    assert any("return torch.ceil(torch.log2(s)).to(torch.int32)" in s and "frexp" not in s for s in srcs)
+    assert any("return np.ceil(np.log2(np.asarray(r, dtype=np.float32))).astype(np.int64)" in s
+               and "bits >> 23" not in s for s in srcs)
+    assert len(got) == 4, list(got)
+    for s in srcs:  # each mutant is one change: the rest of the module is the baseline
+        assert s != base and "def index(slots, dev)" in s
+    # the kernel's floor mutant is made only inside @triton.jit: outside, the function rule applies
+    assert sum("tl.log2" in w for w in got) == 2
+
+
+def test_new_operators_reach_the_kernels(mk):
+    """The sites issue 27 names: the QDQ kernel's 64-bit row offsets and its exponent from the fp32
+    bits, the eager paths' and oracles' ceil_log2, the gather's slot index."""
+    whats = {t: [m.what for m in mk.enumerate_mutants(t)] for t in mk.TARGETS}
+    assert "int64: drop the cast in `t.to(tl.int64)`" in whats["qdq-sglang"]
+    assert "int64: drop the cast in `g.to(tl.int64)`" in whats["qdq-sglang"]
+    assert sum(w.startswith("libm:") for w in whats["qdq-sglang"]) == 4
+    for t in ("qdq-eager", "qdq-oracle", "fp8_ds_mla"):
+        assert sum(w.startswith("libm: body of") for w in whats[t]) == 1, t
+    assert any(w.startswith("int64:") and "program_id" in w for w in whats["e4m3-decode"])
