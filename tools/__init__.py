@@ -8,9 +8,13 @@ on disk, so there is nothing to undo. Before this line runs only the interpreter
 (~30 ms) is left to Python's KeyboardInterrupt.
 """
 
-import os as _os
-import signal as _signal
+import os as _os  # (os and sys are loaded already: site imported them)
 import sys as _sys
+
+try:  # the C module: `signal` itself imports enum first (milliseconds, more under load)
+    import _signal
+except ImportError:  # pragma: no cover - another interpreter
+    import signal as _signal
 
 TOOL_NAMES = ("dsv4-patch", "applypatch.py")  # argv[0] of the tool: pip's script, or the file run directly
 
