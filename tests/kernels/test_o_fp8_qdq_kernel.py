@@ -144,6 +144,33 @@ def make_non_finite_o(T: int = 3, g: int = 2, d: int = 512, seed: int = NON_FINI
     return o
 
 
+POW2_SEED = 5151
+POW2_KS = (-20, -9, -1, 0, 1, 7, 8, 9, 10, 30)
+
+
+def make_pow2_o(seed: int = POW2_SEED) -> torch.Tensor:
+    """o [1, 2, 2048] whose blocks have amax next to a power of two, where an exponent taken with a
+    float log2 instead of from the fp32 bits can be off by one: amax = 2^k, 2^k one bf16 step up and
+    down, 448 * 2^k (r = amax * fp32(1/448) is 2^k exactly) and one bf16 step either side of it, each
+    with every e4m3 subnormal unit scaled by the block's 2^k; the rest random (seeded)."""
+    gen = torch.Generator().manual_seed(seed)
+    o = (torch.randn(1, 2, 2048, generator=gen) * 3).reshape(-1, BLOCK)
+    units = [m * 2.0**-9 for m in range(1, 8)] + [2.0**-6, 0.5, 0.75]  # all below every top
+    i = 0
+    for k in POW2_KS:
+        for top in (1.0, 1 + 2.0**-7, 1 - 2.0**-8, 448.0, 446.0, 450.0):  # bf16 steps
+            vals = [top * 2.0**k] + [u * 2.0**k for u in units] + [-u * 2.0**(k - 1) for u in units]
+            o[i] = 0.0
+            o[i, :len(vals)] = torch.tensor(vals, dtype=torch.float64).float()
+            i += 1
+    return o.reshape(1, 2, 2048).to(torch.bfloat16)
+
+
+# A value QDQ changes on its own (a block holding only it: x / s = 258 -> 256, so 1.0078125 -> 1.0):
+# the poison of the gaps around a strided view, so that a write outside the view shows.
+POISON = 1.0078125
+
+
 def oracle_bits(o: torch.Tensor) -> np.ndarray:
     b = bits(o)
     return np.concatenate([o_fp8_qdq_oracle(b[i:i + ORACLE_CHUNK], BLOCK)
@@ -303,6 +330,34 @@ def test_patch_file_cpu_path_matches_oracle(T, emulate):
     x = o.clone()
     assert o_fp8_qdq_(x, BLOCK, emulate=emulate) is x
     assert_same_bits(x, want, f"patch file (eager path) T={T} emulate={emulate}", seed)
+
+
+def test_pow2_edges_are_planted():
+    """make_pow2_o holds what it says: 448 * 2^k gives r = 2^k exactly (mantissa bits 0), one bf16
+    step either side gives r off a power of two, and the oracle's exponent is the exact ceil."""
+    o = make_pow2_o()
+    amax = o.float().reshape(-1, BLOCK).abs().amax(dim=1).numpy()
+    r = (amax * np.float32(1 / 448)).astype(np.float32)
+    k = np.array(POW2_KS, dtype=np.float64)
+    for j, top in enumerate((1.0, 1 + 2.0**-7, 1 - 2.0**-8, 448.0, 446.0, 450.0)):
+        assert np.array_equal(amax[j:6 * len(POW2_KS):6], (top * 2.0**k).astype(np.float32))
+    exact = r[3:6 * len(POW2_KS):6]
+    assert np.array_equal(exact, (2.0**k).astype(np.float32))
+    from kernels.o_fp8_qdq.naive import ceil_log2_f32_bits
+    assert np.array_equal(ceil_log2_f32_bits(exact), k.astype(np.int64))
+    assert np.array_equal(ceil_log2_f32_bits(r[5:6 * len(POW2_KS):6]), k.astype(np.int64) + 1)
+
+
+@pytest.mark.parametrize("emulate", [False, True], ids=["cast", "emulated"])
+def test_scale_exponent_next_to_powers_of_two_cpu(emulate):
+    """Eager torch and the patch file's CPU path on amax next to powers of two (make_pow2_o)."""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+
+    o = make_pow2_o()
+    want = oracle_bits(o)
+    assert_same_bits(o_fp8_qdq_torch(o, BLOCK, emulate), want, "eager torch, pow2", POW2_SEED)
+    if os.environ.get("TRITON_INTERPRET") != "1":  # otherwise the wrapper runs the kernel (below)
+        assert_same_bits(o_fp8_qdq_(o.clone(), BLOCK, emulate), want, "patch file CPU path, pow2", POW2_SEED)
 
 
 @pytest.mark.parametrize("emulate", [False, True], ids=["cast", "emulated"])
@@ -472,9 +527,12 @@ def _interpreter_worker(in_path: str, out_path: str) -> None:
     out = {}
     for k, v in dict(np.load(in_path)).items():
         t = torch.from_numpy(v.view(np.int16)).view(torch.bfloat16).clone()
-        if k == "strided":
+        if k in ("strided", "strided_ragged"):
             view = t[:, :-1, 32:-32]  # [T, G, D] view of [T, G + 1, D + 64]
             K.o_fp8_qdq_(view, 32, emulate=True)
+        elif k.startswith("far_"):  # a view whose last row lies 2^31 elements past its first
+            out[k] = _far_view_qdq(K.o_fp8_qdq_, t, k[4:])
+            continue
         elif k.startswith("chunk"):  # the kernel itself, at a chunk size the wrapper picks for other T
             chunk = int(k[5:])
             T, G, D = t.shape
@@ -485,6 +543,24 @@ def _interpreter_worker(in_path: str, out_path: str) -> None:
         out[k] = t.view(torch.int16).numpy().view(np.uint16)
     out["num_warps"] = np.array(warps)
     np.savez(out_path, **out)
+
+
+FAR = 2**30  # elements; (FAR * 2) is past int32 (2^31): 4 GiB of bf16, allocated, never touched
+
+
+def _far_view_qdq(qdq_, src: torch.Tensor, which: str) -> np.ndarray:
+    """QDQ of src [3, 1, 32] ('t': token stride 2^30) or [1, 3, 32] ('g': group stride 2^30) as a view
+    of a 4 GiB buffer that is allocated but never touched outside the view (the pages stay virtual),
+    so the row at 2^31 elements, where 32-bit offsets wrap (T >= 65,536 rows at G=8, D=4096), is
+    reached on CPU in well under a second. Returns the view's bits."""
+    buf = torch.empty(2 * FAR + 64, dtype=torch.bfloat16)
+    shape, stride = {"t": ((3, 1, 32), (FAR, 32, 1)), "g": ((1, 3, 32), (4 * FAR, FAR, 1))}[which]
+    view = buf.as_strided(shape, stride)
+    view.copy_(src.reshape(shape))
+    qdq_(view, 32, emulate=True)
+    got = view.contiguous().view(torch.int16).numpy().view(np.uint16).copy()
+    del view, buf
+    return got
 
 
 TS_INTERP = (1,)  # Flash shape; T=3 and 37 with narrow rows (the interpreter runs programs one by one)
@@ -511,8 +587,16 @@ def interp_results(tmp_path_factory):
     src, _, seed = case(**STRIDED)
     buf = torch.full((STRIDED["T"], STRIDED["g"] + 1, STRIDED["d"] + 64), -7.0, dtype=torch.bfloat16)
     buf[:, :STRIDED["g"], 32:32 + STRIDED["d"]] = src
+    cases["pow2"] = (make_pow2_o(), oracle_bits(make_pow2_o()), POW2_SEED)
+    far_src = case(3, 1, 32)
+    cases["far_t"] = far_src
+    cases["far_g"] = (far_src[0].reshape(1, 3, 32), far_src[1].reshape(1, 3, 32), far_src[2])
+    rsrc, _, _ = case(**RAGGED)
+    rbuf = torch.full((RAGGED["T"], RAGGED["g"] + 1, RAGGED["d"] + 64), POISON, dtype=torch.bfloat16)
+    rbuf[:, :RAGGED["g"], 32:32 + RAGGED["d"]] = rsrc
     arrays = {k: bits(v[0]) for k, v in cases.items()}
     arrays["strided"] = bits(buf)
+    arrays["strided_ragged"] = bits(rbuf)
     for c in CHUNKS:
         arrays[f"chunk{c}"] = bits(case(**CHUNKED)[0])
     d = tmp_path_factory.mktemp("interp")
@@ -527,6 +611,7 @@ def interp_results(tmp_path_factory):
     out = dict(np.load(d / "out.npz"))
     res = {k: (out[k], v[1], v[2]) for k, v in cases.items()}
     res["strided"] = (out["strided"], case(**STRIDED)[1], seed)
+    res["strided_ragged"] = (out["strided_ragged"], case(**RAGGED)[1], case(**RAGGED)[2])
     for c in CHUNKS:
         res[f"chunk{c}"] = (out[f"chunk{c}"], case(**CHUNKED)[1], case(**CHUNKED)[2])
     res["num_warps"] = out["num_warps"]
@@ -544,7 +629,7 @@ def _as_bf16(b: np.ndarray) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", [f"T{T}" for T in TS_INTERP] + ["ragged", "T3narrow", "T37narrow", "D32",
-                                  "non_finite"])
+                                  "non_finite", "pow2", "far_t", "far_g"])
 def test_triton_interpreter_matches_oracle(interp_results, name):
     got, want, seed = interp_results[name]
     assert_same_bits(_as_bf16(got), want, f"Triton (interpreter, emulated) {name}", seed)
@@ -568,6 +653,22 @@ def test_triton_interpreter_strided_view(interp_results):
     mask = torch.ones_like(got_t, dtype=torch.bool)
     mask[:, :g, 32:32 + d] = False
     assert torch.all(got_t[mask] == -7.0)
+
+
+def test_triton_interpreter_ragged_strided_view_writes_nothing_outside(interp_results):
+    """A strided view whose row (D=96) ends inside the kernel's chunk (128): the chunk's tail must be
+    masked on the view's D, not on a stride. The gaps hold POISON, which QDQ would change (1.0078125
+    -> 1.0), so a store past D (into the gap after each group row) shows up."""
+    got, want, seed = interp_results["strided_ragged"]
+    g, d = RAGGED["g"], RAGGED["d"]
+    got_t = _as_bf16(got)
+    assert_same_bits(got_t[:, :g, 32:32 + d], want, "Triton ragged strided view", seed)
+    mask = torch.ones_like(got_t, dtype=torch.bool)
+    mask[:, :g, 32:32 + d] = False
+    bad = int((got_t[mask] != POISON).sum())
+    assert bad == 0, f"seed {seed}: {bad} values outside the view were written"
+    one = torch.full((1, 1, BLOCK), POISON, dtype=torch.bfloat16)  # the poison is one QDQ changes
+    assert o_fp8_qdq_torch(one, BLOCK)[0, 0, 0].item() == 1.0
 
 
 def test_pick_chunk_covers_the_row_and_block():
@@ -634,6 +735,29 @@ def test_torch_eager_gpu_matches_oracle(emulate):
     _cuda_or_skip()
     o, want, seed = case(37)
     assert_same_bits(o_fp8_qdq_torch(o.cuda(), BLOCK, emulate), want, "torch_qdq on GPU", seed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("emulate", [False, True], ids=["hw", "emulated"])
+def test_triton_gpu_rows_past_int32_offsets(emulate):
+    """T = 70,000 tokens at the Flash shape (G=8, D=4096): from token 65,536 (row 524,288) the element
+    offset t * G * D passes 2^31, where a 32-bit offset wraps (an illegal access or a wrong row). Every token t holds case(3)'s token t % 3, so the oracle is three tokens'.
+    Not run in the session that wrote it (no GPU time left): run with -m gpu on the H200."""
+    _cuda_or_skip()
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+
+    src, want, seed = case(3)
+    T = 70_000
+    idx = torch.arange(T) % 3
+    o = src.cuda()[idx.cuda()]  # [T, G, D], 4.6 GB of bf16
+    assert (T - 1) * G * D >= 2**31
+    o_fp8_qdq_(o, 32, emulate=emulate)
+    torch.cuda.synchronize()
+    want_t = torch.from_numpy(want.view(np.int16)).cuda()
+    for lo in (0, 65_530, T - 3):  # below the wrap, across it, the last rows
+        assert_same_bits(o[lo:lo + 3], want[(np.arange(lo, lo + 3) % 3)], f"Triton GPU T={T} rows {lo}..", seed)
+    bad = (o.view(torch.int16) != want_t[idx.cuda()]).sum().item()
+    assert bad == 0, f"seed {seed}: {bad} values differ over the {T} tokens"
 
 
 @pytest.mark.gpu
