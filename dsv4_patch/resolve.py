@@ -27,7 +27,7 @@ from .exporter import strip_trailer
 from .gitcmd import Git
 from .localwork import clear_stale_index_lock, record_attempt
 from .outdir import OutDir
-from .patchfile import PatchFile, parse_patch_bytes
+from .patchfile import PatchFile
 from .sources import Cache, Progress, materialize
 from .sources.base import say
 from .stack import load_stack
