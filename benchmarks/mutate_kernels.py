@@ -46,7 +46,8 @@ TARGETS: dict[str, tuple[str, list[str], str]] = {
     "qdq-sglang": ("kernels/o_fp8_qdq/sglang_o_fp8_qdq.py", ["tests/kernels/test_o_fp8_qdq_kernel.py"],
                    "interpreter"),  # -k: the tests whose names say they run the interpreter
     "fp8_ds_mla": ("kernels/fp8_ds_mla/naive.py", ["tests/kernels/test_fp8_ds_mla.py",
-                                                   "tests/kernels/test_e4m3_decode.py"], ""),
+                                                   "tests/kernels/test_e4m3_decode.py",
+                                                   "tests/kernels/test_e4m3_writer_scale.py"], ""),
     "fp8_ds_mla-layout": ("kernels/fp8_ds_mla/layout.py", ["tests/kernels/test_fp8_ds_mla.py",
                                                           "tests/kernels/test_e4m3_decode.py"], ""),
     "e4m3-decode": ("kernels/e4m3_decode/triton_decode.py", ["tests/kernels/test_e4m3_decode.py"],
