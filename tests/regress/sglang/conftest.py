@@ -258,17 +258,19 @@ def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factor
 def run_sglang_unit_test(sglang_cpu_deps, sglang_interpreter, tmp_path_factory):
     """run(test_file, tree) -> CompletedProcess: SGLang's way of running one registered unit test,
     `python3 <file>` (unittest), with `tree`'s python/ and the CPU import dependencies on the path
-    and no GPU visible. The file may come from another tree (to run the patch's test on the pin)."""
+    and no GPU visible. The file may come from another tree (to run the patch's test on the pin);
+    `preload` maps a module name to a file loaded as that module first (_in_tree_runner.py)."""
 
-    def run(test_file: Path, tree: Path) -> subprocess.CompletedProcess:
+    def run(test_file: Path, tree: Path, preload: dict[str, Path] | None = None) -> subprocess.CompletedProcess:
         env = probe_env(tree, sglang_cpu_deps, {})
         # sglang.test.test_utils reads CUDA_VISIBLE_DEVICES[0] at import: an empty value breaks it
         # (this machine has no GPU anyway)
         env.pop("CUDA_VISIBLE_DEVICES")
-        argv = [RUN_IN_TREE_TEST, test_file, "-v"]
+        pre = [a for name, path in (preload or {}).items() for a in ("--preload", f"{name}={path}")]
+        argv = [RUN_IN_TREE_TEST, *pre, test_file, "-v"]
         owner = next((t for t in test_file.parents if (t / ".git").exists()), None)  # the file's tree
         key = result_key(f"unit test {test_file.name}", [tree, owner], sglang_cpu_deps, env, RUN_IN_TREE_TEST,
-                         test_file) if owner else None
+                         test_file, *(preload or {}).values()) if owner else None
 
         def compute():
             p = sglang_interpreter.run(argv, env, tree, tmp_path_factory.mktemp("sglang_unit_test"), timeout=900)

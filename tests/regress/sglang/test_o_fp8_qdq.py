@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[3]
 NEW_FILE = "python/sglang/kernels/ops/quantization/o_fp8_qdq.py"
 IN_TREE_TEST = "test/registered/kernels/ops/quantization/test_o_fp8_qdq.py"  # added by the patch
 IN_TREE_WIRING_TEST = "test/registered/unit/models/test_deepseek_v4_o_fp8_qdq_wiring.py"  # ditto
+# the one reference both in-tree tests import (added by the patch, where SGLang keeps test oracles)
+REFERENCE_MODULE = "sglang.test.kernels.deepseek_v4.o_fp8_qdq_reference"
+REFERENCE_FILE = "python/sglang/test/kernels/deepseek_v4/o_fp8_qdq_reference.py"
 SWITCH = "SGLANG_DSV4_O_FP8_QDQ_BLOCK"
 G = 2  # groups in the probe
 
@@ -99,10 +102,10 @@ def test_switch_off_leaves_o_untouched(sglang_probe):
     _assert_equal_values(res["mqa_fused"], roped, "MQALayer.forward fused path, switch off")
 
 
-def _load_new_file(tree: Path):
-    path = tree / NEW_FILE
+def _load_new_file(tree: Path, rel: str = NEW_FILE):
+    path = tree / rel
     if not path.is_file():
-        raise AssertionError(f"{NEW_FILE} is not in {tree}")
+        raise AssertionError(f"{rel} is not in {tree}")
     spec = importlib.util.spec_from_file_location(f"_o_fp8_qdq_from_{tree.name}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -111,6 +114,7 @@ def _load_new_file(tree: Path):
 
 def check_new_file(tree: Path) -> None:
     mod = _load_new_file(tree)
+    reference = _load_new_file(tree, REFERENCE_FILE).o_fp8_qdq_reference  # the in-tree tests' oracle
     assert (tree / NEW_FILE).read_bytes() == (ROOT / "kernels/o_fp8_qdq/sglang_o_fp8_qdq.py").read_bytes()
     gen = torch.Generator().manual_seed(1017)
     for T in (1, 3, 37):
@@ -127,11 +131,14 @@ def check_new_file(tree: Path) -> None:
             mod.o_fp8_qdq_(x, 32, emulate=emulate)
             got = x.view(torch.int16).numpy().view(np.uint16)
             assert np.array_equal(got, want), f"T={T} emulate={emulate}: {int((got != want).sum())} differ"
+        ref = reference(o).view(torch.int16).numpy().view(np.uint16)
+        assert np.array_equal(ref, want), f"T={T} in-tree reference: {int((ref != want).sum())} differ"
 
 
 def test_patched_module_matches_oracle(dsv4_tree):
     """The patched tree's new o_fp8_qdq.py (its eager CPU path) is bit-exact with the oracle at
-    T = 1, 3, 37 (Flash shape, 8 x 4096) and byte-equal to kernels/o_fp8_qdq/sglang_o_fp8_qdq.py."""
+    T = 1, 3, 37 (Flash shape, 8 x 4096) and byte-equal to kernels/o_fp8_qdq/sglang_o_fp8_qdq.py;
+    so is the reference the patch's in-tree tests import (sglang.test.kernels.deepseek_v4)."""
     check_new_file(dsv4_tree("sglang"))
 
 
@@ -239,9 +246,14 @@ def test_unpatched_tree_fails_the_wiring_and_init_checks(dsv4_tree, run_sglang_u
                                                            sglang_init_probe):
     """On the pin the wiring test fails on behaviour (o reaches wo_a unrounded in MQALayer and in
     DSparkAttention; the fused kernel runs), not on an import; its init tests fail because the
-    layer-init check does not exist; so does the forward hook."""
-    p = run_sglang_unit_test(dsv4_tree("sglang") / IN_TREE_WIRING_TEST,
-                             dsv4_tree("sglang", patched=False))
+    layer-init check does not exist; so does the forward hook. The pin has no o FP8 QDQ reference
+    (the patch adds it under sglang.test.kernels, where both in-tree tests import it from): the
+    patched tree's file is loaded as that module for this run, so only the code under test is the
+    pin's."""
+    base = dsv4_tree("sglang", patched=False)
+    assert not (base / REFERENCE_FILE).exists()
+    reference = dsv4_tree("sglang") / REFERENCE_FILE
+    p = run_sglang_unit_test(dsv4_tree("sglang") / IN_TREE_WIRING_TEST, base, {REFERENCE_MODULE: reference})
     assert p.returncode != 0
     assert "values differ" in p.stderr and "ImportError" not in p.stderr, p.stderr[-3000:]
     dspark = p.stderr.split("test_o_is_rounded_before_wo_a (__main__.TestDSparkOFp8QdqWiring")
