@@ -305,7 +305,8 @@ def make_sandbox(targets: list[str]) -> Path:
     (box / "tests").mkdir()
     shutil.copytree(ROOT / "tests" / "kernels", box / "tests" / "kernels",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "tests" / "conftest.py", box / "tests" / "conftest.py")
+    for helper in (ROOT / "tests").glob("*.py"):  # conftest.py and the modules it imports
+        shutil.copy(helper, box / "tests" / helper.name)
     (box / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\nmarkers =\n    gpu: gpu\n"
                                     "    network: network\n    slow: slow\n    sm100: sm100\n")
     for t in targets:
@@ -331,7 +332,7 @@ def run_all(mutants: list[Mutant], workers: int, marker: str, timeout: float,
                         m.outcome, m.killer = "not run", "budget spent"
                         continue
                     run_mutant(box, m, marker, timeout)
-                    mark = "." if m.outcome == "killed" else "S"
+                    mark = {"killed": ".", "survived": "S"}.get(m.outcome, "E")
                     print(f"{mark} {m.target}:{m.index} {TARGETS[m.target][0]}:{m.line} {m.what} "
                           f"({m.seconds:.1f} s) {m.killer}", flush=True)
                 (outdir / f"{w}.json").write_text(json.dumps([m.__dict__ for m in share]))
@@ -385,6 +386,9 @@ def _child(box: Path, tests: list[str], first_k: str, marker: str, result_file: 
             os.environ.pop("TRITON_INTERPRET", None)
         plugin = _FirstFailure()
         rc = pytest.main([*args, *extra], plugins=[plugin])
+        if not plugin.nodeid and rc in (2, 3, 4):  # interrupted, internal or usage error: no verdict
+            killer = f"error: pytest exit {rc}"
+            break
         if plugin.nodeid or rc not in (0, 5):
             killer = plugin.nodeid or f"pytest exit {rc}"
             break
@@ -428,7 +432,10 @@ def run_mutant(box: Path, m: Mutant, marker: str, timeout: float) -> None:
         killer, m.seconds = _fork_pytest(box, tests, first_k if m.in_jit else "", marker, timeout)
     finally:
         dest.write_text(original)
-    m.outcome, m.killer = ("killed", killer) if killer else ("survived", "")
+    if killer.startswith("error:"):  # the tests did not run: neither killed nor survived
+        m.outcome, m.killer = "error", killer
+    else:
+        m.outcome, m.killer = ("killed", killer) if killer else ("survived", "")
 
 
 def main() -> int:

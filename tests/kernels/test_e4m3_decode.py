@@ -272,5 +272,34 @@ def test_gather_matches_reference_reader_gpu(manual, block_size, pad, n, tokens,
     assert same_f32_bits(out.cpu().numpy(), ref.cpu().numpy())
 
 
+@pytest.mark.gpu
+@NEEDS_CUDA
+@pytest.mark.parametrize("manual", [True, False])
+def test_gather_from_a_cache_over_2_gib_gpu(manual):
+    """A cache over 2 GiB (64-token blocks of 37,376 bytes, 2^31 / 37,376 + 2,000 blocks), so the byte
+    offset of the last blocks (block * block_stride) passes 2^31, where a 32-bit block index or
+    offset wraps. Slots in the
+    first and last blocks, random bytes there (the rest of the cache zero). Not run in the session
+    that wrote it (no GPU time left): run with -m gpu on the H200."""
+    from kernels.e4m3_decode import triton_decode as td
+    from kernels.fp8_ds_mla import naive
+    block_size = 64
+    stride = L.block_bytes(block_size)
+    nb = 2**31 // stride + 2_000
+    assert (nb - 1) * stride >= 2**31
+    flat = torch.zeros(nb * stride, dtype=torch.uint8, device="cuda")
+    g = torch.Generator().manual_seed(2031)
+    for b in (0, 1, nb - 2, nb - 1):
+        flat[b * stride:(b + 1) * stride] = torch.randint(0, 256, (stride,), dtype=torch.uint8,
+                                                          generator=g).cuda()
+    view = flat.as_strided((nb, block_size, L.TOKEN_BYTES), (stride, L.TOKEN_BYTES, 1))
+    slots = torch.cat([torch.arange(0, 2 * block_size), torch.arange((nb - 2) * block_size, nb * block_size)])
+    slots = slots[torch.randperm(slots.numel(), generator=g)].cuda()
+    out = td.gather_dequantize(view, slots, block_size, manual_decode=manual)
+    torch.cuda.synchronize()
+    ref = naive.dequantize(view, slots, block_size)
+    assert same_f32_bits(out.cpu().numpy(), ref.cpu().numpy()), "seed 2031"
+
+
 if __name__ == "__main__":
     _interpreter_worker(sys.argv[1])

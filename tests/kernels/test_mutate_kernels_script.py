@@ -131,3 +131,17 @@ def test_new_operators_reach_the_kernels(mk):
     for t in ("qdq-eager", "qdq-oracle", "fp8_ds_mla"):
         assert sum(w.startswith("libm: body of") for w in whats[t]) == 1, t
     assert any(w.startswith("int64:") and "program_id" in w for w in whats["e4m3-decode"])
+
+
+def test_sandbox_has_what_the_tests_import(mk):
+    """tests/conftest.py imports helper modules next to it (tests/_check_cache.py): the sandbox copies
+    every tests/*.py, or every mutant 'dies' of a conftest ImportError (pytest exit 4), which the
+    script reports as an error, not a kill."""
+    import shutil
+
+    box = mk.make_sandbox([])
+    try:
+        for f in (ROOT / "tests").glob("*.py"):
+            assert (box / "tests" / f.name).is_file(), f.name
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
