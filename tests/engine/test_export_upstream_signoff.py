@@ -1,4 +1,4 @@
-"""`export --upstream` signs the mbox off as the person who sends it (issue 27 §4).
+"""`export --upstream` signs the mbox off as the person who sends it (issue 27, part 4).
 
 A DCO sign-off certifies a person: the team's `Signed-off-by` the patch files carry is left out,
 other people's trailers stay as they are, and the sender's own `Signed-off-by: Name <email>` (git
