@@ -194,19 +194,18 @@ def pytest_runtest_teardown(item, nextitem):
 
 @pytest.fixture(scope="session")
 def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factory):
-    """probe(patched, block, emulate) -> dict of arrays from _o_fp8_qdq_probe.py. The first call
+    """probe(patched, block) -> dict of arrays from _o_fp8_qdq_probe.py. The first call
     starts every configuration the tests use at once (they are CPU-bound imports; two at a time)."""
-    configs = [(True, 32, False), (True, 32, True), (True, 0, False), (False, 32, False)]
+    configs = [(True, 32), (True, 0), (False, 32)]
     out_dir = tmp_path_factory.mktemp("sglang_probe")
     results: dict[tuple, dict] = {}
     started: dict[tuple, tuple] = {}
 
     def start(cfg):
-        patched, block, emulate = cfg
+        patched, block = cfg
         tree = dsv4_tree("sglang", patched=patched)
-        out = out_dir / f"{'patched' if patched else 'base'}-{block}-{int(emulate)}.npz"
+        out = out_dir / f"{'patched' if patched else 'base'}-{block}.npz"
         switches = {"SGLANG_DSV4_O_FP8_QDQ_BLOCK": str(block),
-                    "SGLANG_DSV4_O_FP8_QDQ_EMULATE": "1" if emulate else "0",
                     "PROBE_SEED": "1017"}  # fixed: every run checks the same o
         env = probe_env(tree, sglang_cpu_deps, switches)
         key, what = result_key("probe", [tree], sglang_cpu_deps, env, PROBE), f"sglang probe {out.stem}"
@@ -236,8 +235,8 @@ def sglang_probe(dsv4_tree, sglang_interpreter, sglang_cpu_deps, tmp_path_factor
             if c not in results and c not in started:
                 start(c)  # read back from the cache, or started
 
-    def get(patched: bool, block: int = 32, emulate: bool = False) -> dict:
-        cfg = (patched, block, emulate)
+    def get(patched: bool, block: int = 32) -> dict:
+        cfg = (patched, block)
         if cfg not in results and cfg not in started:
             start(cfg)
         top_up()

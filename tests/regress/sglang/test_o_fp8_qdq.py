@@ -77,24 +77,16 @@ def check_dspark(res: dict) -> None:
 
 
 def test_mqa_layer_rounds_o_before_wo_a(sglang_probe):
-    check_mqa(sglang_probe(True, 32, False))
+    check_mqa(sglang_probe(True, 32))
 
 
 def test_dspark_attention_rounds_o_before_wo_a(sglang_probe):
-    check_dspark(sglang_probe(True, 32, False))
-
-
-def test_emulate_switch_rounds_the_same(sglang_probe):
-    """SGLANG_DSV4_O_FP8_QDQ_EMULATE=1 reaches the QDQ and gives the same bits (on CPU both take the
-    eager path; the hardware/emulated Triton pair is compared on the GPU in tests/kernels)."""
-    res = sglang_probe(True, 32, True)
-    check_mqa(res)
-    check_dspark(res)
+    check_dspark(sglang_probe(True, 32))
 
 
 def test_switch_off_leaves_o_untouched(sglang_probe):
     """Default (0 = off): wo_a gets the unrounded o and the fused RoPE+wo_a path stays in use."""
-    res = sglang_probe(True, 0, False)
+    res = sglang_probe(True, 0)
     roped = _groups(res["o_roped"])
     _assert_equal_values(res["mqa"], roped, "MQALayer.forward with the switch off")
     _assert_equal_values(res["dspark"], roped, "DSparkAttention.forward with the switch off")
@@ -225,7 +217,7 @@ def test_negative_switch_is_not_silently_ignored(sglang_init_probe):
 def test_unpatched_tree_fails(dsv4_tree, sglang_probe, run_sglang_unit_test):
     """The same checks against the pinned tree must fail: there the switch is unknown, o reaches
     wo_a unrounded, the QDQ module does not exist, and the patch's own unit test fails."""
-    res = sglang_probe(False, 32, False)
+    res = sglang_probe(False, 32)
     assert not bool(res["has_switch"])
     with pytest.raises(AssertionError):
         check_mqa(res)
