@@ -96,6 +96,13 @@ class _Platform:
     def is_arch_support_pdl(self):
         return False
 
+    def has_device_capability(self, capability):  # vLLM's: (major, minor) or major * 10 + minor
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        want = capability if isinstance(capability, int) else capability[0] * 10 + capability[1]
+        return major * 10 + minor >= want
+
 
 def _register_custom_op(op_name, op_func, mutates_args=None, fake_impl=None, **kw):
     import torch

@@ -9,6 +9,7 @@ False: callers set the module's names to pick a path)."""
 
 from __future__ import annotations
 
+import enum
 import importlib.util
 import os
 import sys
@@ -32,6 +33,13 @@ class _Platform:
 
     def is_fp8_fnuz(self):
         return False
+
+
+class _CGSupport(enum.Enum):  # vllm.v1.attention.backend.AttentionCGSupport's members
+    ALWAYS = 3
+    UNIFORM_BATCH = 2
+    UNIFORM_SINGLE_TOKEN_DECODE = 1
+    NEVER = 0
 
 
 def _stubs() -> dict[str, types.ModuleType]:
@@ -59,6 +67,7 @@ def _stubs() -> dict[str, types.ModuleType]:
         "vllm.distributed.parallel_state": mod("vllm.distributed.parallel_state", GroupCoordinator=object),
         "vllm.v1": mod("vllm.v1"),
         "vllm.v1.attention": mod("vllm.v1.attention"),
+        "vllm.v1.attention.backend": mod("vllm.v1.attention.backend", AttentionCGSupport=_CGSupport),
         "vllm.v1.attention.backends": mod("vllm.v1.attention.backends"),
         "vllm.v1.attention.backends.mla": mod("vllm.v1.attention.backends.mla"),
         "vllm.v1.attention.backends.mla.indexer": mod("vllm.v1.attention.backends.mla.indexer",

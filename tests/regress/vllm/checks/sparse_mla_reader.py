@@ -273,8 +273,23 @@ def _builders():
     _fake_amdsmi.install()
     import vllm.models.deepseek_v4.amd.rocm as dsv4_rocm
 
-    return (dsv4_rocm.DeepseekV4ROCMAiterMLASparseMetadataBuilder,
-            dsv4_rocm.DeepseekV4ROCMAiterSparseSWAMetadataBuilder)
+    builders = (dsv4_rocm.DeepseekV4ROCMAiterMLASparseMetadataBuilder,
+                dsv4_rocm.DeepseekV4ROCMAiterSparseSWAMetadataBuilder)
+    v41 = _v41_rocm()
+    if v41 is not None:  # v0.33.0+: DeepSeek V4.1 has builders of its own
+        builders += (v41.DeepseekV41ROCMAiterMLASparseMetadataBuilder,
+                     v41.DeepseekV41ROCMAiterSparseSWAMetadataBuilder)
+    return builders
+
+
+def _v41_rocm():
+    import importlib.util
+
+    if importlib.util.find_spec("vllm.models.deepseek_v41") is None:
+        return None
+    import vllm.models.deepseek_v41.amd.rocm as v41
+
+    return v41
 
 
 @check
@@ -286,45 +301,55 @@ def host_sync_decode_disables_cudagraphs():
     for env in ("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", "VLLM_ROCM_SPARSE_MLA_VALIDATE"):
         os.environ.pop("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", None)
         os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
-        got = [b.get_cudagraph_support(NO_SPEC, None) for b in _builders()]
-        assert got == [AttentionCGSupport.UNIFORM_BATCH] * 2, f"switches off: {got}"
+        builders = _builders()
+        got = [b.get_cudagraph_support(NO_SPEC, None) for b in builders]
+        assert got == [AttentionCGSupport.UNIFORM_BATCH] * len(builders), f"switches off: {got}"
         os.environ[env] = "1"
         try:
-            got = [b.get_cudagraph_support(NO_SPEC, None) for b in _builders()]
-            got_adaptive = [b.get_cudagraph_support(ADAPTIVE, None) for b in _builders()]
-            assert got_adaptive == [AttentionCGSupport.NEVER] * 2, f"{env}=1, adaptive: {got_adaptive}"
+            got = [b.get_cudagraph_support(NO_SPEC, None) for b in builders]
+            got_adaptive = [b.get_cudagraph_support(ADAPTIVE, None) for b in builders]
+            assert got_adaptive == [AttentionCGSupport.NEVER] * len(builders), f"{env}=1, adaptive: {got_adaptive}"
         finally:
             os.environ.pop(env, None)
-        assert got == [AttentionCGSupport.NEVER] * 2, f"{env}=1: {got}"
+        assert got == [AttentionCGSupport.NEVER] * len(builders), f"{env}=1: {got}"
 
 
 @check
 def aiter_path_yields_to_the_switches():
     """v0.33.0+: the AITER sparse MLA kernel bypasses rocm_sparse_attn_decode, so with the torch
-    decode or validation on, DeepSeek V4 must not choose it (the switches would only turn CUDA
-    graphs off); with both off, an enabled AITER kernel is still chosen."""
+    decode or validation on, neither DeepSeek V4 nor V4.1 may choose it for decode (the switches
+    would only turn CUDA graphs off); with both off, an enabled AITER kernel is still chosen. Where
+    V4 has a prefill gate of its own (v0.34.0+), it does not read the switches."""
     from _harness import NotApplicable
 
-    _builders()  # imports the model module the way the builders' check does
+    _builders()  # imports the model modules the way the builders' check does
     import vllm.models.deepseek_v4.amd.rocm as dsv4_rocm
 
     if not hasattr(dsv4_rocm, "_aiter_sparse_mla_enabled"):
         raise NotApplicable("this tree has no AITER sparse MLA path (_aiter_sparse_mla_enabled)")
     from vllm._aiter_ops import rocm_aiter_ops
 
+    gates = {"V4 decode": getattr(dsv4_rocm, "_aiter_sparse_mla_decode_enabled", dsv4_rocm._aiter_sparse_mla_enabled)}
+    v41 = _v41_rocm()
+    if v41 is not None:
+        gates["V4.1"] = v41._aiter_sparse_mla_enabled
+    prefill = getattr(dsv4_rocm, "_aiter_sparse_mla_prefill_enabled", None)
     saved = rocm_aiter_ops.__dict__["is_triton_sparse_mla_enabled"]
     rocm_aiter_ops.is_triton_sparse_mla_enabled = lambda: True  # as on a gfx950 with AITER asked for
     try:
         for env in ("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", "VLLM_ROCM_SPARSE_MLA_VALIDATE"):
             os.environ.pop("VLLM_ROCM_SPARSE_MLA_TORCH_DECODE", None)
             os.environ.pop("VLLM_ROCM_SPARSE_MLA_VALIDATE", None)
-            assert dsv4_rocm._aiter_sparse_mla_enabled(False), "switches off: the AITER kernel is not chosen"
+            for name, gate in gates.items():
+                assert gate(False), f"switches off: {name} does not choose the AITER kernel"
             os.environ[env] = "1"
             try:
-                chosen = dsv4_rocm._aiter_sparse_mla_enabled(False)
+                chosen = [name for name, gate in gates.items() if gate(False)]
+                prefill_kept = prefill is None or prefill(64, False)
             finally:
                 os.environ.pop(env, None)
-            assert not chosen, f"{env}=1: the AITER kernel is still chosen (the switch cannot act there)"
+            assert not chosen, f"{env}=1: {', '.join(chosen)} still chosen (the switch cannot act there)"
+            assert prefill_kept, f"{env}=1: V4's AITER prefill gate reads the decode switches"
     finally:
         rocm_aiter_ops.is_triton_sparse_mla_enabled = saved
 
