@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.codecs import e4m3_decode
+from ..codecs import e4m3_decode
 
 
 def e4m3_to_f32_reference(codes: np.ndarray) -> np.ndarray:

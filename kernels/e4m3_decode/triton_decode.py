@@ -20,8 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.fp8_ds_mla import layout as L
-from kernels.fp8_ds_mla.naive import block_view
+from ..fp8_ds_mla import layout as L
+from ..fp8_ds_mla.naive import block_view
 
 
 @triton.jit

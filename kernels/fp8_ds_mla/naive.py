@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.fp8_ds_mla import layout as L
+from . import layout as L
 
 _FLT_MIN = 2.0**-126
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels.nvfp4 import naive
+from . import naive
 
 GRAN = 8  # gate/up interleave granularity (rows)
 UTCCP_ROWS = 128  # rows of one UTCCP 4x32dp128bit copy

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.codecs import e2m1_decode, e2m1_encode, e2m1_pack, e2m1_unpack, ue4m3_decode, ue4m3_encode
+from ..codecs import e2m1_decode, e2m1_encode, e2m1_pack, e2m1_unpack, ue4m3_decode, ue4m3_encode
 
 BLOCK = 16
 UE4M3_MAX = 448.0

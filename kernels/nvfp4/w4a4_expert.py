@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels.codecs import e2m1_decode, e2m1_encode, ue4m3_decode, ue4m3_encode
-from kernels.nvfp4 import naive
+from ..codecs import e2m1_decode, e2m1_encode, ue4m3_decode, ue4m3_encode
+from . import naive
 
 MIN_SF = 2.0 ** -9  # the smallest E4M3 subnormal
 E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)

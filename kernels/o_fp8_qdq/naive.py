@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.codecs import e4m3_round
+from ..codecs import e4m3_round
 
 FP8_MAX = 448.0
 FP8_MAX_INV_F32 = np.float32(1.0 / 448.0)

@@ -371,7 +371,9 @@ def check_env(extra_env: dict[str, str] | None, pythonpath: list[Path]) -> dict[
     env["DSV4_PYTEST_PATH"] = str(pytest_only_path())
     env["DSV4_CHECK_ROOT"] = str(ROOT)  # _harness.report names the repo files the check imported
     env.update({
-        "PYTHONPATH": os.pathsep.join(str(p) for p in [ROOT, *pythonpath]),  # kernels/ oracles first
+        # Not the repository: its kernels/ would shadow PyPI's `kernels`, which transformers >= 5.25
+        # requires (checks/_harness.py loads the oracles as `dsv4_kernels` from DSV4_CHECK_ROOT).
+        "PYTHONPATH": os.pathsep.join(str(p) for p in pythonpath),
         "CUDA_VISIBLE_DEVICES": "",        # CPU; keeps vLLM's Triton import enabled for the interpreter
         "VLLM_LOGGING_LEVEL": "WARNING",
         "PYTHONDONTWRITEBYTECODE": "1",

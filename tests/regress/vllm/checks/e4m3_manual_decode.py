@@ -12,8 +12,8 @@ import triton.language as tl
 from triton.runtime import interpreter as ti
 
 from _harness import check, report, seed
-from kernels import codecs
-from kernels.fp8_ds_mla import naive
+from dsv4_kernels import codecs
+from dsv4_kernels.fp8_ds_mla import naive
 
 # --- Triton 3.9's interpreter keeps bfloat16 as raw uint16 and runs np.matmul / np.multiply /
 # comparisons on those bits. GPUs compute bf16 arithmetic in fp32 and round; do the same here so

@@ -15,7 +15,7 @@ import triton.language as tl
 from triton.runtime import interpreter as ti
 
 from _harness import check, report
-from kernels.fp8_ds_mla import naive
+from dsv4_kernels.fp8_ds_mla import naive
 
 # --- "no FP8 conversion" (gfx936 under DTK Triton): any cast to or from an fp8 type fails.
 FP8_BLOCKED = {"on": False}

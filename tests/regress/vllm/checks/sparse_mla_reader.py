@@ -8,7 +8,7 @@ import types
 import torch
 
 from _harness import check, report, seed
-from kernels.fp8_ds_mla import naive
+from dsv4_kernels.fp8_ds_mla import naive
 
 import vllm.v1.attention.ops.rocm_aiter_mla_sparse as m
 
