@@ -14,19 +14,17 @@ from contextlib import contextmanager
 def _install_oracles() -> None:
     """The project's kernels/ (the independent oracles), importable as `dsv4_kernels`. Not as
     `kernels`: that name belongs to PyPI's `kernels` (Hugging Face), which transformers >= 5.25
-    requires and imports when installed; with the project's folder on sys.path under that name,
-    `import vllm` fails in a fresh venv. So the repository is not on this process's path at all."""
-    import importlib.util
+    requires and imports when installed, and which wins over the project's folder (a namespace
+    package: no __init__.py) wherever it is installed. The repository is not on this process's path."""
+    import types
 
     root = os.environ.get("DSV4_CHECK_ROOT")
-    if not root or "dsv4_kernels" in sys.modules:
+    pkg = os.path.join(root, "kernels") if root else ""
+    if not pkg or not os.path.isdir(pkg) or "dsv4_kernels" in sys.modules:
         return
-    pkg = os.path.join(root, "kernels")
-    spec = importlib.util.spec_from_file_location("dsv4_kernels", os.path.join(pkg, "__init__.py"),
-                                                  submodule_search_locations=[pkg])
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType("dsv4_kernels")
+    module.__path__ = [pkg]  # its modules import one another relatively
     sys.modules["dsv4_kernels"] = module
-    spec.loader.exec_module(module)
 
 
 _install_oracles()
