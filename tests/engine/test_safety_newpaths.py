@@ -307,29 +307,38 @@ def test_continue_after_a_kill_at_the_end_of_git_am_continue(env, monkeypatch):
     assert len(stored) == 1 and b"+line three (upstream)" in stored[0].read_bytes()  # remembered all the same
 
 
-# ---------------------------------------------------------------- 7. a recorded resolution changes only its patch's files
-@pytest.mark.parametrize("extra", ["another-file", "escaping-link"])
-def test_a_resolution_that_changes_more_than_its_patch_is_refused(env, extra):
+def _recorded_resolution_and_a_variant(env, edit):
+    """Patch 1 conflicts and is resolved by hand (its resolution recorded); then the same resolution
+    rewritten by `edit` on a checkout of the resolved commit: (the recorded file, the variant's bytes)."""
     from dsv4_patch.exporter import strip_trailer
 
     failed = _stack_that_conflicts(env, keep_old_tree=False)
     _resolve_by_hand(failed)
     tree = _apply(env, resume=True)[0].tree
     [stored] = sorted((env.root / "patches/demo/resolutions").rglob("*.patch"))
-    # a pull request's version of the resolution: the same change plus something else
     three = git(tree, "log", "--format=%H", "--grep=^\\[DSV4\\] Three", "refs/dsv4/base..HEAD").split()[0]
     scratch = env.tmp / "scratch"
     git(env.tmp, "clone", "-q", str(tree), str(scratch))
     git(scratch, "checkout", "-q", three)
-    if extra == "another-file":
-        (scratch / "src/evil.py").write_text("import os\n")
-    else:
-        (scratch / "src/a.py").unlink()  # the patch's own file, made a link out of the tree
-        (scratch / "src/a.py").symlink_to("../../../outside")
+    edit(scratch)
     git(scratch, "add", "-A")
     git(scratch, "commit", "-q", "--amend", "--no-edit")
-    evil, _ = strip_trailer(git(scratch, "format-patch", "-1", "--stdout", "--full-index", "--no-signature",
-                                "--keep-subject", "--no-stat", "HEAD").encode())
+    variant, _ = strip_trailer(git(scratch, "format-patch", "-1", "--stdout", "--full-index", "--no-signature",
+                                   "--keep-subject", "--no-stat", "HEAD").encode())
+    return stored, variant
+
+
+# ---------------------------------------------------------------- 7. a recorded resolution changes only its patch's files
+@pytest.mark.parametrize("extra", ["another-file", "escaping-link"])
+def test_a_resolution_that_changes_more_than_its_patch_is_refused(env, extra):
+    def plus_something_else(scratch):  # a pull request's version: the same change plus something else
+        if extra == "another-file":
+            (scratch / "src/evil.py").write_text("import os\n")
+        else:
+            (scratch / "src/a.py").unlink()  # the patch's own file, made a link out of the tree
+            (scratch / "src/a.py").symlink_to("../../../outside")
+
+    stored, evil = _recorded_resolution_and_a_variant(env, plus_something_else)
     stored.write_bytes(evil)
     shutil.rmtree(env.out / "demo")
     def files():
@@ -344,28 +353,15 @@ def test_a_resolution_that_changes_more_than_its_patch_is_refused(env, extra):
     assert not (env.out / "demo").exists() and files() == before
 
 
-
 @pytest.mark.parametrize("also_current", [False, True])
 def test_a_resolution_recorded_for_an_earlier_version_of_the_patch_is_passed_over(env, also_current):
     """A resolution recorded before the patch was edited to change fewer files (another key, other
     files) is not a resolution of this version: it is never laid and is not an error. The current
     one, when recorded, is used; else the conflict is left to the person, as with none recorded."""
-    from dsv4_patch.exporter import strip_trailer
+    def also_another_file(scratch):  # as an earlier version of the patch had it
+        (scratch / "src/dropped-since.py").write_text("x = 1\n")
 
-    failed = _stack_that_conflicts(env, keep_old_tree=False)
-    _resolve_by_hand(failed)
-    tree = _apply(env, resume=True)[0].tree
-    [current] = sorted((env.root / "patches/demo/resolutions").rglob("*.patch"))
-    # the same resolution as an earlier version of the patch had it: it also changed another file
-    three = git(tree, "log", "--format=%H", "--grep=^\\[DSV4\\] Three", "refs/dsv4/base..HEAD").split()[0]
-    scratch = env.tmp / "scratch"
-    git(env.tmp, "clone", "-q", str(tree), str(scratch))
-    git(scratch, "checkout", "-q", three)
-    (scratch / "src/dropped-since.py").write_text("x = 1\n")
-    git(scratch, "add", "-A")
-    git(scratch, "commit", "-q", "--amend", "--no-edit")
-    stale, _ = strip_trailer(git(scratch, "format-patch", "-1", "--stdout", "--full-index", "--no-signature",
-                                 "--keep-subject", "--no-stat", "HEAD").encode())
+    current, stale = _recorded_resolution_and_a_variant(env, also_another_file)
     (current.parent / ("0" * 64 + ".patch")).write_bytes(stale)  # another key: another patch version
     if not also_current:
         current.unlink()
@@ -378,6 +374,7 @@ def test_a_resolution_recorded_for_an_earlier_version_of_the_patch_is_passed_ove
         with pytest.raises(ConflictError):  # not PatchFormatError: nothing is wrong with the project
             _apply(env)
         assert "<<<<<<<" in (env.out / ".dsv4/failed/demo/src/a.py").read_text()
+
 
 # ---------------------------------------------------------------- 6. --out on another file system than the cache
 def test_out_on_another_file_system_than_the_cache(env):
