@@ -96,14 +96,33 @@ HEADER = re.compile(r"^\s*(?:async\s+)?(class|def)\s+(\w+)")
 
 
 def _resolve_markers(path: Path) -> None:
-    """Keep both sides of each conflict block, upstream's lines then the patch's: the resolution
-    when upstream and the patch each added lines at the same place (what v0.28.0 does to the vLLM
-    stack: a new `direct_out = ...` line where the reference decode goes in). Where both sides open
+    """Resolve each conflict block as a person would, for the README's walk to v0.28.0: keep both
+    sides, upstream's lines then the patch's (upstream and the patch each added lines at the same
+    place: a new `direct_out = ...` line where the reference decode goes in). Where both sides open
     the same class or function (v0.28.0 changed a base class in rocm.py where the patch adds a
-    method), upstream's header line stays and the patch's copy goes: two headers in a row do not
-    compile, and `apply --continue` refuses a tree whose touched Python files do not compile."""
+    method), upstream's header line stays and the patch's copy goes. Where both sides rewrote the
+    same expression (the skinny-GEMM condition in layers/utils.py), both together do not compile:
+    there the patch's side is kept. `apply --continue` refuses a tree whose touched Python files
+    do not compile, so a Python file is resolved to one that does."""
+    text = path.read_text()
+    both = _merge_blocks(text, keep="both")
+    if path.suffix != ".py" or _compiles(both, path):
+        path.write_text(both)
+        return
+    path.write_text(_merge_blocks(text, keep="patch"))
+
+
+def _compiles(text: str, path: Path) -> bool:
+    try:
+        compile(text, str(path), "exec", dont_inherit=True)
+        return True
+    except SyntaxError:
+        return False
+
+
+def _merge_blocks(text: str, keep: str) -> str:
     out, side, ours = [], None, []
-    for line in path.read_text().splitlines(keepends=True):
+    for line in text.splitlines(keepends=True):
         if line.startswith("<<<<<<< "):
             side, ours = "ours", []
         elif line.startswith("||||||| ") and side:
@@ -112,14 +131,14 @@ def _resolve_markers(path: Path) -> None:
             side = "theirs"
         elif line.startswith(">>>>>>> ") and side:
             side = None
-        elif side != "base":
-            m = HEADER.match(line) if side == "theirs" else None
+        elif side is None or (side == "theirs") or (side == "ours" and keep == "both"):
+            m = HEADER.match(line) if side == "theirs" and keep == "both" else None
             if m and any((h := HEADER.match(o)) and h.groups() == m.groups() for o in ours):
                 continue
             if side == "ours":
                 ours.append(line)
             out.append(line)
-    path.write_text("".join(out))
+    return "".join(out)
 
 
 def _regress_rows(stdout: str, patch: str) -> list[list[str]]:
