@@ -396,14 +396,19 @@ def _semantic_at_pin(project: Project, cfg: StackConfig, patches, pristine: Path
                      progress: Progress) -> None:
     """Each patch's intent tests on the pristine pin: they must fail there (`needed`); one that passes
     without its patch proves nothing (or the pin already has the fix)."""
-    from .bump.semantic import check as semantic_check
+    from .bump.semantic import check as semantic_check, intent_tests
+    from .pristine import outcome
 
     # the release's own variables (DSV4_RELEASE_<STACK>, DSV4_TREE_<STACK>__<TAG>): a further release's tests
     # asking for it by tag get the pristine pin, not a tree they would build
     row.semantic = [s.to_dict() for s in semantic_check(project.root, cfg, pristine, patches, progress=progress)]
+    by_name = {p.name: p for p in patches}
     for s in row.semantic:
         if s["verdict"] == "fixed-upstream":
             row.warnings.append(f"{s['patch']}: its intent tests pass on the pristine pin without it ({s['reason']})")
+        # one intent test that passes without the patch is no evidence, whatever the others say (pristine.py)
+        nodes, _ = intent_tests(by_name[s["patch"]]) if s["patch"] in by_name else ([], "")
+        s["passes_on_pristine"] = [n for n in nodes if outcome(n, s["tests"]) == "passed"]
 
 
 def _cross_stack(project: Project, rows: list[StackStatus], cache: Cache, *, fetch: bool) -> None:
@@ -662,6 +667,8 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
         if not rows:
             continue
         failed = [r for r in rows if r.outcome in ("failed", "missing")]
+        pristine, pristine_why = (_pristine_block(project, cfg, rows, out) if any(lv != "apply" for lv in levels)
+                                  else (None, ""))
         verified = [r.patch for r in rows if r.outcome == "passed"]
         unverified = {r.patch: f"{r.outcome}: {r.reason or 'bound tests skipped'}"
                       for r in rows if r.outcome in ("not-verified", "partial")}
@@ -685,9 +692,33 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
             tests = None
             if level != "apply":  # the test code this result speaks for: status --matrix flags it once edited
                 tests = fingerprint(project.root, files_of_tests(project.root, [n for r in rows for n in r.tests]))
+            if level != "apply" and pristine_why:
+                note = "; ".join(filter(None, [note, pristine_why]))
             data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by,
                                note=note, tests=tests)
+            if level != "apply" and pristine is not None:
+                data["pristine"] = pristine  # each bound id's outcome without the patch: what `check` reads
             keep = keep if keep is not None else {r.patch for r in rows}  # only the patches whose tests ran
             data["patches"] = [p for p in data["patches"] if p["name"] in keep]
             written.append(write_result(cfg.patch_dir, data))
     return written
+
+
+def _pristine_block(project: Project, cfg: StackConfig, rows, out: Path | None) -> tuple[dict | None, str]:
+    """(the `pristine` block of the result files, why there is none): the bound ids that ran on the
+    patched tree, run once more on the pristine pin standing in for it (pristine.py)."""
+    from . import pristine
+    from .stack import load_stack
+    from .tree import build_tree
+
+    patches = [p for p in load_stack(cfg).patches if p.name in {r.patch for r in rows}]
+    ran = {n for r in rows for n, o in r.tests.items() if o != "deselected"}
+    ran &= {n for p in patches for n in p.metadata.regression_tests}  # upstream-ci rows name checks, not ids
+    if not ran:
+        return None, ""
+    try:
+        base = build_tree(cfg, out_dir(project, out), name=cfg.label + BASE_SUFFIX, upto=0, force=True)
+        results = pristine.run(project.root, cfg, base.tree, sorted(ran))
+    except Dsv4Error as e:
+        return None, f"pristine outcomes not recorded: {e.one_line()}"
+    return pristine.block(project.root, cfg.commit, patches, results, ran), ""

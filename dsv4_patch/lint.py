@@ -209,6 +209,23 @@ def _synced_findings(project: Project, stack: StackConfig, patches: list[PatchFi
     return out
 
 
+def pristine_findings(project: Project, stack: StackConfig, patches: list[PatchFile]) -> list[Finding]:
+    """A Regression-Test that a recorded result shows passing on the pristine pin (same pin, same
+    patch bytes, same test code: pristine.py) proves nothing about its patch. Read from the result
+    files only (no test runs); where none says so, nothing is reported (check cannot tell)."""
+    from .pristine import recorded_passes, trailer_line
+
+    out = []
+    by_name = {p.name: p for p in patches}
+    for hit in recorded_passes(project.root, stack.patch_dir, stack.commit, patches):
+        out.append(Finding(
+            _rel(project, stack.patch_dir / hit.patch), trailer_line(by_name[hit.patch].raw, hit.node),
+            f"Regression-Test {hit.node} passes on the pristine pin without the patch ({_rel(project, hit.result)}): "
+            "it is no evidence; bind a test that fails without the patch, or make this one skip under DSV4_INTENT "
+            "with a reason containing 'not an intent test' and record again (`dsv4-patch regress --record`)"))
+    return out
+
+
 def compile_findings(project: Project, stack: StackConfig, patches: list[PatchFile], sources) -> list[Finding]:
     """Each `.py` file the series touches must compile as the series leaves it (compilecheck.py).
 
@@ -268,6 +285,7 @@ def lint_stack(project: Project, stack: StackConfig, sources=None) -> list[Findi
         patches.append(patch)
         findings += lint_patch(project, stack, patch)
     findings += _synced_findings(project, stack, patches)
+    findings += pristine_findings(project, stack, patches)
     if sources is not None and complete:  # a series with a gap is not the tree apply would build
         findings += compile_findings(project, stack, patches, sources)
     return findings

@@ -269,7 +269,8 @@ def status(
     A patch is verified at the pin only when its intent tests fail on the pristine pin (`needed`:
     the test catches the problem the patch fixes); any other verdict (untestable, no-intent,
     probe-error, unimportable, timeout, and fixed-upstream: a test that passes without the patch
-    proves nothing) leaves it unverified. --no-semantic checks only that the stacks apply and says
+    proves nothing) leaves it unverified, as does `needed` while one of its intent tests passes on
+    the pristine pin (that one cannot fail for the patch's reason). --no-semantic checks only that the stacks apply and says
     the patches were not verified.
 
     Exit codes: 0 ok, 1 error (with --check: a touched .py file does not compile), 2 usage,
@@ -332,8 +333,15 @@ def status(
 
 
 def _unverified_at_pin(r) -> dict[str, str]:
-    """patch -> why its intent tests at the pin are no evidence (any verdict but `needed`)."""
-    return {s["patch"]: f"{s['verdict']} ({s['reason']})" for s in r.semantic or [] if s["verdict"] != "needed"}
+    """patch -> why its intent tests at the pin are no evidence: any verdict but `needed`, or `needed`
+    while one of them passes on the pristine pin (it cannot fail for the patch's reason)."""
+    out = {s["patch"]: f"{s['verdict']} ({s['reason']})" for s in r.semantic or [] if s["verdict"] != "needed"}
+    for s in r.semantic or []:
+        if s["verdict"] == "needed" and s.get("passes_on_pristine"):
+            out[s["patch"]] = (f"{', '.join(s['passes_on_pristine'])} passes on the pristine pin without the patch: "
+                               "bind a test that fails without it, or skip that one under DSV4_INTENT as "
+                               "'not an intent test'")
+    return out
 
 
 def _status_rc(rows) -> int:
