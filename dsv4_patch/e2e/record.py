@@ -17,8 +17,9 @@ named with the sha256 of its file at the time: a result says nothing about a pat
       "evidence": {"suite": "chat32", "verdict": "COHERENT", "engine_version": "...", "model": "...",
                    "tp": 8, "job_id": "...", "first_tokens": [...], "text": "..."},
       "note": "",
-      "tests": {"tests/regress/vllm/test_x.py": "<sha256>"}   # optional: the test code (testcode.py)
-    }
+      "tests": {"tests/regress/vllm/test_x.py": "<sha256>"},  # optional: the test code (testcode.py)
+      "pristine": {"pin": ..., "code": {...}, "patches": {...}}  # optional: each bound id without
+    }                                                            # its patch (pristine.py, `check`)
 
 Only `e2e --record` (hardware) writes these here; other levels' runners can write the same schema.
 """
