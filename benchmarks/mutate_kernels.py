@@ -28,12 +28,17 @@ import ast
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _mutation  # noqa: E402  (shared with mutate_engine.py: sandbox runs, fork, score)
+from _mutation import Mutant, Sites, fork_pytest, judge  # noqa: E402,F401  (Mutant: the tests use it)
+from _mutation import op_text as _op  # noqa: E402
+from _mutation import short as _short  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,8 +68,6 @@ BINOP_SWAP = {ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div], ast.D
               ast.FloorDiv: [ast.Mult], ast.Mod: [ast.FloorDiv], ast.Pow: [ast.Mult],
               ast.LShift: [ast.RShift], ast.RShift: [ast.LShift], ast.BitAnd: [ast.BitOr],
               ast.BitOr: [ast.BitAnd], ast.BitXor: [ast.BitOr]}
-CMP_SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-            ast.NotEq: ast.Eq}
 NAME_SWAP = {"maximum": "minimum", "minimum": "maximum", "max": "min", "min": "max", "floor": "ceil",
              "ceil": "floor", "clamp_min": "clamp_max", "amax": "amin"}
 # Operator groups, for the report; every mutant's `what` starts with the words of one of them.
@@ -84,33 +87,13 @@ LIBM_CEIL_LOG2 = {
 }
 
 
-@dataclass
-class Mutant:
-    target: str
-    index: int
-    line: int
-    what: str
-    in_jit: bool
-    outcome: str = ""
-    killer: str = ""
-    seconds: float = 0.0
-
-
-class _Sites(ast.NodeTransformer):
-    """Walks a module; numbers every mutation site; with `apply=k` rewrites the k-th one."""
+class _Sites(Sites):
+    """The kernel operators, on top of the shared ones (_mutation.Sites: comparisons, and/or, `not`,
+    a dropped raise guard): arithmetic swaps, int64 casts, libm, constants, max/min-style names."""
 
     def __init__(self, apply: int | None = None):
-        self.apply = apply
-        self.sites: list[tuple[int, str, bool]] = []
-        self._jit = 0
-        self._skip = 0
+        super().__init__(apply)
         self._docstring_ids: set[int] = set()
-
-    def _site(self, node, what: str) -> bool:
-        if self._skip:
-            return False
-        self.sites.append((node.lineno, what, self._jit > 0))
-        return self.apply == len(self.sites) - 1
 
     def visit_FunctionDef(self, node):
         jit = any("jit" in ast.unparse(d) for d in node.decorator_list)
@@ -159,28 +142,6 @@ class _Sites(ast.NodeTransformer):
                 return node
         return node
 
-    def visit_Compare(self, node):
-        self.generic_visit(node)
-        for i, op in enumerate(node.ops):
-            new = CMP_SWAP.get(type(op))
-            if new and self._site(node, f"{_op(op)} -> {_op(new())} in `{_short(node)}`"):
-                node.ops[i] = new()
-        return node
-
-    def visit_BoolOp(self, node):
-        self.generic_visit(node)
-        if self._site(node, f"{_op(node.op)} -> {'or' if isinstance(node.op, ast.And) else 'and'} in "
-                            f"`{_short(node)}`"):
-            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-        return node
-
-    def visit_UnaryOp(self, node):
-        self.generic_visit(node)
-        if isinstance(node.op, (ast.Not, ast.USub, ast.Invert)) and not isinstance(node.operand, ast.Constant):
-            if self._site(node, f"drop `{_op(node.op)}` in `{_short(node)}`"):
-                return node.operand
-        return node
-
     def visit_Constant(self, node):
         v = node.value
         if id(node) in self._docstring_ids or isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -205,23 +166,6 @@ class _Sites(ast.NodeTransformer):
         new = NAME_SWAP.get(node.id) if node.id in ("max", "min") else None
         if new and isinstance(node.ctx, ast.Load) and self._site(node, f"{node.id}() -> {new}()"):
             node.id = new
-        return node
-
-    def visit_Raise(self, node):
-        return node  # the message of a raise is not behaviour under test; its guard is (visit_If)
-
-    def visit_Assert(self, node):
-        node.test = self.visit(node.test)
-        return node
-
-    def visit_If(self, node):
-        # a guard whose body raises: drop the guard (the check is never made)
-        raises = any(isinstance(n, ast.Raise) for n in node.body)
-        node.test = self.visit(node.test)
-        if raises and self._site(node, f"drop the check `if {_short(node.test)}: raise ...`"):
-            node.test = ast.copy_location(ast.Constant(False), node.test)
-        node.body = [self.visit(n) for n in node.body]
-        node.orelse = [self.visit(n) for n in node.orelse]
         return node
 
 
@@ -260,35 +204,18 @@ def _bits_exponent_libm(node):
     return ast.parse(f"tl.{fn}(tl.log2({b}.to(tl.float32, bitcast=True))).to(tl.int32)", mode="eval").body
 
 
-def _op(op) -> str:
-    return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-            ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
-            ast.BitXor: "^", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-            ast.NotEq: "!=", ast.And: "and", ast.Or: "or", ast.Not: "not", ast.USub: "-",
-            ast.Invert: "~"}[type(op)]
-
-
-def _short(node) -> str:
-    s = ast.unparse(node)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
 def source_sites(source: str) -> list[tuple[int, str, bool]]:
     """(line, mutation, inside @triton.jit) of every mutation site of a module's source."""
-    v = _Sites()
-    v.visit(ast.parse(source))
-    return v.sites
+    return _mutation.source_sites(_Sites, source)
 
 
 def mutate_source(source: str, index: int) -> str:
     """The source with its index-th mutation applied (as ast.unparse writes it)."""
-    tree = ast.fix_missing_locations(_Sites(apply=index).visit(ast.parse(source)))
-    return ast.unparse(tree) + "\n"
+    return _mutation.mutate_source(_Sites, source, index)
 
 
 def enumerate_mutants(target: str) -> list[Mutant]:
-    sites = source_sites((ROOT / TARGETS[target][0]).read_text())
-    return [Mutant(target, i, line, what, jit) for i, (line, what, jit) in enumerate(sites)]
+    return _mutation.enumerate_mutants(_Sites, target, ROOT / TARGETS[target][0])
 
 
 def mutant_source(target: str, index: int) -> str:
@@ -315,112 +242,33 @@ def make_sandbox(targets: list[str]) -> Path:
     return box
 
 
+def _where(m: Mutant) -> str:
+    return f"{TARGETS[m.target][0]}:{m.line}"
+
+
+def _pytest_args(tests: list[str], marker: str, box: Path) -> list[str]:
+    return ["-x", "-q", "--no-header", "-p", "no:randomly", "-m", marker, "-c", str(box / "pytest.ini"),
+            "--rootdir", str(box), *tests]
+
+
+def _runs(first_k: str) -> list[_mutation.Run]:
+    # A mutant inside a Triton kernel is first run by the interpreter tests alone, in this process
+    # (the tests interpret in-process when TRITON_INTERPRET=1 is already set: no fresh interpreter to
+    # start); the full run after that goes back to the ordinary environment.
+    return ([(["-k", first_k], {"TRITON_INTERPRET": "1"})] if first_k else []) + [([], {"TRITON_INTERPRET": None})]
+
+
 def run_all(mutants: list[Mutant], workers: int, marker: str, timeout: float,
             stop_at: float | None = None) -> list[Mutant]:
     """Run the mutants on `workers` forked workers, each with its own sandbox; results in order."""
     targets = sorted({m.target for m in mutants})
-    shares = [mutants[i::workers] for i in range(workers)]
-    outdir = Path(tempfile.mkdtemp(prefix="dsv4-mutants-results-"))
-    pids = []
-    for w, share in enumerate(shares):
-        pid = os.fork()
-        if pid == 0:
-            box = make_sandbox(targets)
-            try:
-                for m in share:
-                    if stop_at is not None and time.monotonic() > stop_at:
-                        m.outcome, m.killer = "not run", "budget spent"
-                        continue
-                    run_mutant(box, m, marker, timeout)
-                    mark = {"killed": ".", "survived": "S"}.get(m.outcome, "E")
-                    print(f"{mark} {m.target}:{m.index} {TARGETS[m.target][0]}:{m.line} {m.what} "
-                          f"({m.seconds:.1f} s) {m.killer}", flush=True)
-                (outdir / f"{w}.json").write_text(json.dumps([m.__dict__ for m in share]))
-            finally:
-                shutil.rmtree(box, ignore_errors=True)
-                os._exit(0)
-        pids.append(pid)
-    for pid in pids:
-        os.waitpid(pid, 0)
-    done = {}
-    for w in range(workers):
-        f = outdir / f"{w}.json"
-        for d in (json.loads(f.read_text()) if f.exists() else []):
-            done[(d["target"], d["index"])] = Mutant(**d)
-    shutil.rmtree(outdir, ignore_errors=True)
-    for m in mutants:
-        if (m.target, m.index) not in done:
-            m.outcome, m.killer = "error", "worker died"
-    return [done.get((m.target, m.index), m) for m in mutants]
-
-
-class _FirstFailure:
-    def __init__(self):
-        self.nodeid = ""
-
-    def pytest_runtest_logreport(self, report):
-        if report.failed and not self.nodeid:
-            self.nodeid = report.nodeid
-
-    def pytest_collectreport(self, report):
-        if report.failed and not self.nodeid:
-            self.nodeid = f"{report.nodeid} (collection)"
-
-
-def _child(box: Path, tests: list[str], first_k: str, marker: str, result_file: Path) -> None:
-    import pytest
-
-    os.chdir(box)
-    sys.path.insert(0, str(box))
-    os.environ["PYTHONPATH"] = str(box)
-    args = ["-x", "-q", "--no-header", "-p", "no:randomly", "-m", marker, "-c", str(box / "pytest.ini"),
-            "--rootdir", str(box), *tests]
-    rc, killer = 0, ""
-    for extra in ([["-k", first_k]] if first_k else []) + [[]]:
-        # A mutant inside a Triton kernel is first run by the interpreter tests alone, in this
-        # process (the tests interpret in-process when TRITON_INTERPRET=1 is already set: no fresh
-        # interpreter to start); the full run after that goes back to the ordinary environment.
-        if extra:
-            os.environ["TRITON_INTERPRET"] = "1"
-        else:
-            os.environ.pop("TRITON_INTERPRET", None)
-        plugin = _FirstFailure()
-        rc = pytest.main([*args, *extra], plugins=[plugin])
-        if not plugin.nodeid and rc in (2, 3, 4):  # interrupted, internal or usage error: no verdict
-            killer = f"error: pytest exit {rc}"
-            break
-        if plugin.nodeid or rc not in (0, 5):
-            killer = plugin.nodeid or f"pytest exit {rc}"
-            break
-    result_file.write_text(json.dumps({"killer": killer}))
-    os._exit(0)
+    return _mutation.run_all(mutants, workers, lambda: make_sandbox(targets),
+                             lambda box, m: run_mutant(box, m, marker, timeout), _where, stop_at)
 
 
 def _fork_pytest(box: Path, tests: list[str], first_k: str, marker: str, timeout: float) -> tuple[str, float]:
     """Run pytest in a forked child; returns (first failing test or '' if all passed, seconds)."""
-    result_file = box / "result.json"
-    result_file.unlink(missing_ok=True)
-    t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        try:
-            _child(box, tests, first_k, marker, result_file)
-        finally:
-            os._exit(3)
-    while True:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() - t0 > timeout:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return "timeout", time.monotonic() - t0
-        time.sleep(0.05)
-    killer = json.loads(result_file.read_text())["killer"] if result_file.exists() else "child crashed"
-    return killer, time.monotonic() - t0
+    return fork_pytest(box, _pytest_args(tests, marker, box), _runs(first_k), timeout)
 
 
 def run_mutant(box: Path, m: Mutant, marker: str, timeout: float) -> None:
@@ -429,13 +277,10 @@ def run_mutant(box: Path, m: Mutant, marker: str, timeout: float) -> None:
     original = dest.read_text()
     dest.write_text(mutant_source(m.target, m.index))
     try:
-        killer, m.seconds = _fork_pytest(box, tests, first_k if m.in_jit else "", marker, timeout)
+        killer, secs = _fork_pytest(box, tests, first_k if m.in_jit else "", marker, timeout)
     finally:
         dest.write_text(original)
-    if killer.startswith("error:"):  # the tests did not run: neither killed nor survived
-        m.outcome, m.killer = "error", killer
-    else:
-        m.outcome, m.killer = ("killed", killer) if killer else ("survived", "")
+    judge(m, killer, secs)
 
 
 def main() -> int:
@@ -474,16 +319,10 @@ def main() -> int:
 
     targets = sorted({m.target for m in mutants})
     all_tests = sorted({f for t in targets for f in TARGETS[t][1]})
-    if not a.skip_baseline:
-        box = make_sandbox(targets)
-        try:
-            killer, secs = _fork_pytest(box, all_tests, "", a.marker, a.timeout * 4)
-        finally:
-            shutil.rmtree(box, ignore_errors=True)
-        if killer:
-            print(f"baseline fails ({killer}): fix the tests first", file=sys.stderr)
-            return 1
-        print(f"baseline: the unmutated copy passes {len(all_tests)} test files ({secs:.0f} s)", flush=True)
+    if not a.skip_baseline and not _mutation.baseline(
+            lambda: make_sandbox(targets), lambda box: shutil.rmtree(box, ignore_errors=True),
+            lambda box: _fork_pytest(box, all_tests, "", a.marker, a.timeout * 4), len(all_tests)):
+        return 1
     print(f"{len(mutants)} mutants on {a.workers} worker(s)", flush=True)
     t0 = time.monotonic()
     mutants = run_all(mutants, a.workers, a.marker, a.timeout, t0 + a.budget if a.budget else None)
@@ -496,22 +335,7 @@ def main() -> int:
 
 
 def report(mutants: list[Mutant], seconds: float) -> None:
-    print()
-    print(f"{'target':<20} {'mutants':>7} {'killed':>7} {'kill rate':>9}")
-    for t in sorted({m.target for m in mutants}):
-        ms = [m for m in mutants if m.target == t]
-        k = sum(m.outcome == "killed" for m in ms)
-        print(f"{t:<20} {len(ms):>7} {k:>7} {k / len(ms):>9.1%}")
-    k = sum(m.outcome == "killed" for m in mutants)
-    print(f"{'all':<20} {len(mutants):>7} {k:>7} {k / max(len(mutants), 1):>9.1%}   ({seconds:.0f} s)")
-    for why in ("error", "not run"):
-        n = sum(m.outcome == why for m in mutants)
-        if n:
-            print(f"\n{why}: {n} mutants (not counted as killed)")
-    surv = [m for m in mutants if m.outcome == "survived"]
-    print(f"\nsurvivors: {len(surv)}")
-    for m in surv:
-        print(f"  {m.target}:{m.index}  {TARGETS[m.target][0]}:{m.line}  {m.what}")
+    _mutation.report(mutants, seconds, _where)
 
 
 if __name__ == "__main__":
