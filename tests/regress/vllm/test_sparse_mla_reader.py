@@ -3,6 +3,10 @@
 Integration level: vllm.v1.attention.ops.rocm_aiter_mla_sparse imported from the vLLM 0.27.1 wheel
 with the patched files overlaid, on CPU. The check script: checks/sparse_mla_reader.py."""
 
+import os
+
+import pytest
+
 from _vllm_regress import assert_fails, assert_ok
 
 CHECK = "sparse_mla_reader"
@@ -34,6 +38,8 @@ def test_validate_checks_triton_output(vllm_check):
 def test_validate_off_costs_nothing(vllm_check):
     """Validation off: the Triton output passes through, no host sync, a NaN in the cache raises
     nothing."""
+    if os.environ.get("DSV4_INTENT"):  # no evidence for the patch (docs/patch-format.md)
+        pytest.skip("a guard that passes without the patch too: not an intent test")
     assert_ok(vllm_check(CHECK), "validate_off_costs_nothing")
 
 
@@ -52,6 +58,8 @@ def test_aiter_path_yields_to_the_switches(vllm_check):
 
 def test_unpatched_tree_fails(vllm_check):
     """The same check against the pristine 0.27.1 install: no reference decode, no validation."""
+    if os.environ.get("DSV4_INTENT"):  # the base IS the tree under test there (docs/patch-format.md)
+        pytest.skip("about the unpatched tree: not an intent test")
     res = vllm_check(CHECK, patched=False)
     assert_fails(res, "reader_matches_oracle", "dequantize_fp8_ds_mla_torch")
     assert_fails(res, "decode_matches_reference_attention")
