@@ -52,7 +52,7 @@ E, B, N = "tests/engine/", "tests/bump/", "tests/newcomer/"
 # where their issue put them, in two synthetic tests/newcomer files (not the newcomer session).
 TARGETS: dict[str, tuple[str, list[str]]] = {
     "classify": ("dsv4_patch/bump/classify.py",
-                 [B + "test_engine_decisions.py", B + "test_classify_index.py", B + "test_bump.py"]),
+                 [B + "test_bump_mutants_killed.py", B + "test_engine_decisions.py", B + "test_classify_index.py", B + "test_bump.py"]),
     "semantic": ("dsv4_patch/bump/semantic.py", [B + "test_engine_decisions.py", B + "test_semantic.py"]),
     "evidence": ("dsv4_patch/bump/evidence.py",
                  [B + "test_engine_decisions.py", B + "test_no_green_without_evidence.py"]),
@@ -66,7 +66,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     "fastapply": ("dsv4_patch/fastapply.py", [E + "test_fastpath_corners.py", E + "test_incremental_fastpath.py"]),
     "series": ("dsv4_patch/series.py", [E + "test_apply.py", E + "test_empty_series.py"]),
     "pincheck": ("dsv4_patch/pincheck.py", [N + "test_pin_check.py"]),
-    "compilecheck": ("dsv4_patch/compilecheck.py", [N + "test_compile_check.py"]),
+    "compilecheck": ("dsv4_patch/compilecheck.py", [E + "test_engine_mutants_killed.py", N + "test_compile_check.py"]),
 }
 
 
