@@ -596,7 +596,9 @@ def check(
     ids, whitespace, path safety; every release of each stack. stacks.toml is checked against its
     schema first (an error there is one line naming file:line and the key). Each .py file a series
     touches must compile as the series leaves it: read from the built tree (build/<stack>) or
-    computed from a cached pin; never fetched (without either, a `note:` line says so).
+    computed from a cached pin; never fetched (without either, a `note:` line says so). A
+    Regression-Test that a result file (`regress --record`) shows passing on the pristine pin, for
+    today's pin, patch bytes and test code, is an error: it cannot fail for the patch's reason.
 
     Needs no upstream tree. Each finding is one line `file:line: error: message`.
 
@@ -635,7 +637,9 @@ def regress(
     as_json: bool = JsonOpt,
     project: Optional[Path] = ProjOpt,
     pytest_args: str = typer.Option("", "--pytest-args", help="Extra pytest arguments, e.g. \"-x -k mla\"."),
-    record: str = typer.Option("", "--record", help="Record levels for `status --matrix`, e.g. apply,integration."),
+    record: str = typer.Option("", "--record", help="Record levels for `status --matrix`, e.g. apply,integration; "
+                               "a test level also records each bound test's outcome on the pristine pin (one more "
+                               "pytest run), which `check` reads."),
     hardware: str = typer.Option("cpu", "--hardware", help="Where this run happened (with --record)."),
     fresh: bool = typer.Option(False, "--fresh", help="Compute every check again: read no result an earlier run "
                                "stored (--record implies it)."),
