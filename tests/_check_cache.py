@@ -6,11 +6,16 @@ the next test run. A computation whose inputs cannot all be named (an unstamped 
 local changes, a script outside the hashed sources, a check that imported other repo code) has no
 key, or is not stored, and always runs.
 
-Failures are never stored (as Bazel, which runs a failed test again): the callers return `Uncached`
-for a failed sub-check or test, and for what the machine did (a run killed by a signal, out of
-memory or interrupted). A stored transient failure would replay until the key changed, and on a
-pristine venv, where the patch's checks are expected to fail, a stored one would turn the unpatched
-test green without running anything. A randomized check's seed is in its key and in its entry.
+Failures are never stored across runs (as Bazel, which runs a failed test again): the callers return
+`Uncached` for a failed sub-check or test, and for what the machine did (a run killed by a signal,
+out of memory or interrupted). A stored transient failure would replay until the key changed, and
+on a pristine venv, where the patch's checks are expected to fail, a stored one would turn the
+unpatched test green without running anything. A failure of the code (`Uncached(..., run=True)`)
+is kept for the rest of the run that computed it, in the run's own folder (DSV4_TEST_RUN_DIR,
+removed when the run ends): the same inputs asked for again in that run (by another test, or by the
+pytest that the newcomer session's `regress` starts) get the same answer without a second
+computation, as `DSV4_CHECK_MEMO=run` gives every result; the next run computes it again. What the
+machine did is never kept, not even for the run. A randomized check's seed is in its key and in its entry.
 The vLLM key describes a venv by what its site-packages holds at the overlaid paths, not only by the
 build stamp (tests/regress/vllm/_vllm_venvs.py installed_files): an overlay lost after the stamp was
 written is another key, so it runs and goes red instead of replaying an earlier pass.
@@ -39,6 +44,7 @@ from typing import Callable
 
 from dsv4_patch.build import venv_lock
 from dsv4_patch.regress import RESULT_CACHE_ENV as MEMO_ENV  # `regress --fresh` sets it to `run`
+from dsv4_patch.regress import RUN_DIR_ENV  # the run's own folder (tests/conftest.py), gone with the run
 
 MEMO_FORMAT = 4  # bump when what a key covers changes: entries of another format are never read
 KEEP_DAYS = 30  # results not read for this long are removed when a run starts (tests/conftest.py)
@@ -62,9 +68,11 @@ _dists: dict[tuple[str, str], str] = {}
 
 @dataclass(frozen=True)
 class Uncached:
-    """A result to return but not to store, and why (a run the machine ended, not the code)."""
+    """A result to return but not to store across runs, and why. `run`: the code's own failure, kept
+    for the rest of this run (never what the machine did: a signal, out of memory)."""
     value: dict
     why: str
+    run: bool = False
 
 
 def keyed_env(env: dict[str, str], named: set[str] = frozenset()) -> dict[str, str]:
@@ -165,6 +173,15 @@ def folder() -> Path | None:
     return Path(memo) if memo and memo != "0" and Path(memo).is_dir() else None
 
 
+def run_folder() -> Path | None:
+    """Where this run keeps its code failures: a folder of the run's folder (gone with the run), or
+    None outside a test run or with the cache off (`DSV4_CHECK_MEMO=0`: every check every time)."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if folder() is None or not run_dir or not Path(run_dir).is_dir():
+        return None
+    return Path(run_dir) / "check-failures"
+
+
 def _lock_path(memo: Path, key: str) -> Path:
     """One of 256 lock files (by the key's first byte): never removed, so a lock is never deleted
     under its holder; two keys of one bucket wait for each other now and then."""
@@ -199,6 +216,11 @@ def lookup(key: str | None, what: str, waited: float = 0.0) -> dict | None:
     path = memo / f"{key}.json"
     entry = read_entry(path)
     if entry is None:
+        failed = run_folder()
+        entry = read_entry(failed / f"{key}.json") if failed else None
+        if entry is not None:
+            _log(memo, f"hit  {key[:12]} {what} (a failure of this run, computed {entry['computed']})")
+            return entry["result"]
         return None
     try:
         os.utime(path)  # last used: what pruning goes by
@@ -209,16 +231,26 @@ def lookup(key: str | None, what: str, waited: float = 0.0) -> dict | None:
 
 
 def store(key: str | None, what: str, result: dict | Uncached, took: float = 0.0, meta: dict | None = None) -> dict:
-    """Keep `result` under `key` (written aside and renamed: a reader sees all of it or nothing) and
-    return it; an Uncached one is returned and only logged."""
+    """Keep `result` under `key` and return it; an Uncached one is returned and logged, and a code
+    failure among them kept in this run's folder only (run_folder)."""
     memo = folder()
     if isinstance(result, Uncached):
         if key and memo is not None:
-            _log(memo, f"not stored {key[:12]} {what}: {result.why}")
+            failed = run_folder() if result.run else None
+            if failed is not None:
+                failed.mkdir(exist_ok=True)
+                _write(failed / f"{key}.json", what, result.value, meta)
+            _log(memo, f"not stored {key[:12]} {what}: {result.why}" + (" (kept for this run)" if failed else ""))
         return result.value
     if not key or memo is None:
         return result
-    path = memo / f"{key}.json"
+    _write(memo / f"{key}.json", what, result, meta)
+    _log(memo, f"ran  {key[:12]} {what} ({took:.1f} s)")
+    return result
+
+
+def _write(path: Path, what: str, result: dict, meta: dict | None) -> None:
+    """An entry written aside and renamed: a reader sees all of it or nothing."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps({"format": MEMO_FORMAT, "what": what, "result": result, **(meta or {}),
@@ -226,8 +258,6 @@ def store(key: str | None, what: str, result: dict | Uncached, took: float = 0.0
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    _log(memo, f"ran  {key[:12]} {what} ({took:.1f} s)")
-    return result
 
 
 def read_entry(path: Path) -> dict | None:

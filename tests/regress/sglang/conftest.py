@@ -274,10 +274,12 @@ def run_sglang_unit_test(sglang_cpu_deps, sglang_interpreter, tmp_path_factory):
         def compute():
             p = sglang_interpreter.run(argv, env, tree, tmp_path_factory.mktemp("sglang_unit_test"), timeout=900)
             out = {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
-            if p.returncode != 0:  # failures are never stored (tests/_check_cache.py): only a pass is
-                return check_cache.Uncached(out, f"exit {p.returncode}: failures are never stored")
-            # nor a pass that ran out of memory somewhere (torch raises RuntimeError for it)
-            if any(t in (p.stdout + p.stderr).lower() for t in ("memoryerror", "can't allocate memory", "out of memory")):
+            # a pass or failure that ran out of memory somewhere is the machine's (torch raises RuntimeError for it)
+            oom = any(t in (p.stdout + p.stderr).lower() for t in ("memoryerror", "can't allocate memory", "out of memory"))
+            if p.returncode != 0:  # failures are never stored (tests/_check_cache.py), only kept for this run
+                return check_cache.Uncached(out, f"exit {p.returncode}: failures are never stored",
+                                            run=p.returncode > 0 and not oom)
+            if oom:
                 return check_cache.Uncached(out, "out of memory")
             return out
 

@@ -554,9 +554,12 @@ def check_runner(venvs: dict[bool, Path], check_dirs: list[Path], patched_tree: 
                         f"(rc {r.returncode}):\n{r.stderr[-4000:]}")
         result = json.loads(lines[-1][len("DSV4-CHECK "):])
         failed = sorted(k for k, v in result.items() if not v.get("ok"))
-        if failed:  # a transient failure stored would replay; a pristine venv's "expected" one would turn green
-            return check_cache.Uncached(result, f"{failed[0]} failed: failures are never stored")
-        return storable(result, [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK-RUN ")], trees)
+        kept = storable(result, [ln for ln in r.stdout.splitlines() if ln.startswith("DSV4-CHECK-RUN ")], trees)
+        if failed and not isinstance(kept, check_cache.Uncached):
+            # a transient failure stored would replay; a pristine venv's "expected" one would turn green:
+            # kept for this run only (the same inputs asked for again in it), never across runs
+            return check_cache.Uncached(result, f"{failed[0]} failed: failures are never stored", run=True)
+        return kept  # a pass, or what the key cannot cover (the machine failed, an unhashed import)
 
     def get(name: str, patched: bool = True) -> dict:
         key = (name, patched)

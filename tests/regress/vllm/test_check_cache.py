@@ -350,6 +350,8 @@ def ran(world, tmp_path, monkeypatch):
     memo = tmp_path / "check-results"
     memo.mkdir()
     monkeypatch.setenv(C.MEMO_ENV, str(memo))
+    (tmp_path / "run-1").mkdir()  # this test's own run folder, not the suite's
+    monkeypatch.setenv(C.RUN_DIR_ENV, str(tmp_path / "run-1"))
     f = _overlaid(w, "PATCHED = True\n")
     for venv in (w.venv, w.patched_venv):
         (venv / "bin").mkdir(exist_ok=True)
@@ -394,12 +396,42 @@ def test_a_venv_whose_overlay_was_lost_goes_red_not_a_stored_pass(ran):
     assert "DSV4_SEED=11" in got["error"], "a randomized check's failure names its seed"
 
 
-def test_failures_are_never_stored(ran):
+def test_failures_are_never_stored(ran, tmp_path, monkeypatch):
     ran.layer.write_text("PATCHED = False\n")
     assert not ran.get(patched=False)["patched"]["ok"]
     assert not ran.get(patched=False)["patched"]["ok"]
-    assert len(ran.calls) == 2 and not list(ran.memo.glob("*.json")), "a failure was stored and replayed"
+    # the run that computed it asks again (another test, regress's child pytest): one computation
+    assert len(ran.calls) == 1, "the same inputs were computed twice in one run"
+    assert not list(ran.memo.glob("*.json")), "a failure was stored across runs"
     assert "failures are never stored" in (ran.memo / "log").read_text()
+    (tmp_path / "run-2").mkdir()
+    monkeypatch.setenv(C.RUN_DIR_ENV, str(tmp_path / "run-2"))  # the next run
+    assert not ran.get(patched=False)["patched"]["ok"]
+    assert len(ran.calls) == 2, "a failure of an earlier run was replayed"
+    ran.layer.write_text("PATCHED = True\n")  # the overlay mended within the run: another key, computed
+    assert ran.get()["patched"]["ok"] and len(ran.calls) == 3
+
+
+def test_what_the_machine_did_is_not_kept_even_for_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv(C.MEMO_ENV, str(tmp_path / "memo"))
+    (tmp_path / "memo").mkdir()
+    (tmp_path / "run").mkdir()
+    monkeypatch.setenv(C.RUN_DIR_ENV, str(tmp_path / "run"))
+    calls = []
+
+    def compute(run: bool):
+        calls.append(run)
+        return C.Uncached({"sub": {"ok": False, "error": "x"}}, "why", run=run)
+
+    C.memoized("m" * 64, "c", lambda: compute(False))
+    C.memoized("m" * 64, "c", lambda: compute(False))
+    assert calls == [False, False], "a failure the machine caused was replayed"
+    C.memoized("n" * 64, "c", lambda: compute(True))
+    C.memoized("n" * 64, "c", lambda: compute(True))
+    assert calls == [False, False, True]
+    monkeypatch.setenv(C.MEMO_ENV, "0")  # the cache off: every check every time, failures too
+    C.memoized("n" * 64, "c", lambda: compute(True))
+    assert calls == [False, False, True, True]
 
 
 def test_the_seed_is_in_the_key_and_stored_with_the_result(ran, monkeypatch):
