@@ -207,6 +207,15 @@ def _check_args(o: torch.Tensor, block: int) -> None:
         )
 
 
+# Read once: a ROCm build of torch reports its GPU tensors as CUDA tensors.
+_IS_HIP = torch.version.hip is not None
+# (block, D, rows >= 2048, device index, emulate) -> (CHUNK, programs a row,
+# HW_FP8). A key is added only after its block, D and device passed the
+# checks, so a CUDA call with a key seen before needs no more than the O(1)
+# checks of o_fp8_qdq_'s first branch before the launch.
+_LAUNCH_CONFIGS = {}
+
+
 def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch.Tensor:
     """Round ``o`` [T, G, D] (bf16, last dim contiguous) to FP8 e4m3
     in blocks of ``block`` values along D, and back, in place. Returns ``o``.
@@ -216,26 +225,53 @@ def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch
     power of two dividing D. Raises ValueError on bad arguments and
     NotImplementedError on devices other than NVIDIA CUDA and CPU.
     """
+    shape = o.shape
+    if (
+        len(shape) == 3
+        and o.is_cuda
+        and o.dtype == torch.bfloat16
+        and type(block) is int
+        and not _IS_HIP
+    ):
+        T, G, D = shape
+        rows = T * G
+        stride_t, stride_g, stride_d = o.stride()
+        cfg = _LAUNCH_CONFIGS.get((block, D, rows >= 2048, o.get_device(), emulate))
+        if cfg is not None and stride_d == 1 and rows:
+            chunk, n_chunks, hw = cfg
+            _o_fp8_qdq_kernel[(rows, n_chunks)](
+                o,
+                G,
+                D,
+                stride_t,
+                stride_g,
+                BLOCK=block,
+                CHUNK=chunk,
+                HW_FP8=hw,
+                num_warps=4,
+            )
+            return o
+    return _o_fp8_qdq_checked_(o, block, emulate)
+
+
+def _o_fp8_qdq_checked_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tensor:
+    # o_fp8_qdq_ on a call its first branch does not take: the full checks,
+    # then the launch configuration is kept (CUDA), or the CPU paths.
     _check_args(o, block)
-    T, G, D = o.shape
     if o.numel() == 0:
         return o
+    T, G, D = o.shape
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    if not (o.is_cuda or interpret):
+        return _o_fp8_qdq_torch_(o, block, emulate)
     # TRITON_INTERPRET=1 sends CPU tensors through the Triton kernel, so that
     # the kernel itself can be tested without a GPU.
-    if not (o.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
-        return _o_fp8_qdq_torch_(o, block, emulate)
-    hw = (
-        (not emulate)
-        and o.is_cuda
-        and _hw_fp8_supported(
-            o.device.index
-            if o.device.index is not None
-            else torch.cuda.current_device()
-        )
-    )
+    hw = (not emulate) and o.is_cuda and _hw_fp8_supported(o.get_device())
     chunk = _pick_chunk(T * G, D, block)
-    grid = (T * G, triton.cdiv(D, chunk))
-    _o_fp8_qdq_kernel[grid](
+    if o.is_cuda and type(block) is int:
+        key = (block, D, T * G >= 2048, o.get_device(), emulate)
+        _LAUNCH_CONFIGS[key] = (chunk, triton.cdiv(D, chunk), hw)
+    _o_fp8_qdq_kernel[(T * G, triton.cdiv(D, chunk))](
         o,
         G,
         D,

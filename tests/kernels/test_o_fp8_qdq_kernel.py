@@ -482,6 +482,73 @@ def test_hardware_conversion_is_chosen_from_sm89(monkeypatch):
     assert check(0) is False
 
 
+def test_repeated_cuda_call_checks_once_and_launches_the_same(monkeypatch):
+    """The eager launch cost: a CUDA call with a block, D and device seen before runs only O(1)
+    attribute checks before the launch (the block check, the capability lookup and the environment
+    are read on the first call only) and launches the same grid and configuration as the first call;
+    a new D, T range, emulate or a bad argument still takes the full checks. CUDA tensors are faked
+    (FakeTensorMode), the launch is recorded, so no GPU is needed."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
+
+    calls = {"check": 0, "capability": 0, "environ": 0}
+    launches = []
+    real_check = K.check_o_fp8_qdq_block
+
+    def check(block, d):
+        calls["check"] += 1
+        return real_check(block, d)
+
+    class Environ(dict):
+        def get(self, *a):
+            calls["environ"] += 1
+            return None
+
+    class LaunchSpy:
+        def __getitem__(self, grid):
+            return lambda *a, **k: launches.append((grid, a[1:], k))
+
+    def capability(i):
+        calls["capability"] += 1
+        return (9, 0)
+
+    monkeypatch.setattr(K, "check_o_fp8_qdq_block", check)
+    monkeypatch.setattr(K, "os", type("os", (), {"environ": Environ()}))
+    monkeypatch.setattr(K, "_o_fp8_qdq_kernel", LaunchSpy())
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    monkeypatch.setattr(K, "_LAUNCH_CONFIGS", {}, raising=False)  # a fresh cache
+    K._hw_fp8_supported.cache_clear()
+    with FakeTensorMode():
+        o = torch.empty(2, G, D, dtype=torch.bfloat16, device="cuda")
+        assert K.o_fp8_qdq_(o, BLOCK) is o
+        first = dict(calls)
+        assert first["check"] == first["capability"] == 1, first
+        for _ in range(2):
+            assert K.o_fp8_qdq_(o, BLOCK) is o
+        assert calls == first, f"a repeated call redid checks: {calls} after the first call's {first}"
+        assert len(launches) == 3 and launches[0] == launches[1] == launches[2]
+        grid, args, kw = launches[0]
+        assert grid == (2 * G, D // 1024) and args == (G, D, G * D, D)
+        assert kw == {"BLOCK": BLOCK, "CHUNK": 1024, "HW_FP8": True, "num_warps": 4}
+        K.o_fp8_qdq_(o, BLOCK, emulate=True)  # another configuration: checked once, then cached
+        K.o_fp8_qdq_(o, BLOCK, emulate=True)
+        assert calls["check"] == 2 and launches[-1][2]["HW_FP8"] is False
+        big = torch.empty(300, G, D, dtype=torch.bfloat16, device="cuda")  # >= 2048 rows
+        K.o_fp8_qdq_(big, BLOCK)
+        assert calls["check"] == 3 and launches[-1][0] == (300 * G, 1) and launches[-1][2]["CHUNK"] == 4096
+        n = len(launches)
+        for bad in (48, True, 8192):  # still refused after the good calls
+            with pytest.raises(ValueError, match="^SGLANG_DSV4_O_FP8_QDQ_BLOCK="):
+                K.o_fp8_qdq_(o, bad)
+        with pytest.raises(ValueError, match="bfloat16"):
+            K.o_fp8_qdq_(o.float(), BLOCK)
+        with pytest.raises(ValueError, match="contiguous"):
+            K.o_fp8_qdq_(torch.empty_strided((2, G, D), (2 * G * D, 2 * D, 2), dtype=torch.bfloat16,
+                                             device="cuda"), BLOCK)
+        assert len(launches) == n
+
+
 def test_empty_and_idempotent():
     """T=0 is a no-op; QDQ of a QDQ'd tensor changes nothing (the second scale is never coarser, so
     every value is already on its grid). Blocks that overflowed to inf are zeroed first: inf is

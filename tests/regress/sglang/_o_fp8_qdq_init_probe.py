@@ -24,7 +24,7 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _o_fp8_qdq_probe import _StubFinder  # noqa: E402
+from _o_fp8_qdq_probe import _StubFinder, register_cpu_kernel  # noqa: E402
 
 
 class _Records(logging.Handler):
@@ -104,6 +104,7 @@ def main(out_path: str) -> None:
     sys.meta_path.append(_StubFinder())
     import sglang.srt.models.deepseek_v4 as dv4
 
+    cpu_kernel = register_cpu_kernel(dv4)  # noqa: F841 (forward_with runs the op on CPU)
     records = _Records()
     logging.getLogger().addHandler(records)
     out = {name: run_case(dv4, *case, records) for name, case in CASES.items()}

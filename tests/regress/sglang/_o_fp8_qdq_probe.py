@@ -14,6 +14,8 @@ What is real and what is stood in (the tests' docstrings repeat this):
   `fused_rope_inplace` (replaced by the same inverse RoPE in torch). `flash_attn` and `torchvision`
   are not installed: a meta-path finder gives empty stub modules for those two names only, and only
   to imports made from sglang's own files (they are imported by unrelated multimodal code).
+- added: a CPU kernel for the patched tree's custom op `sglang::dsv4_o_fp8_qdq_` (it has a kernel for
+  the GPU's dispatch key only), the kernel module's own eager CPU path (`register_cpu_kernel`).
 """
 
 from __future__ import annotations
@@ -75,6 +77,23 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+def register_cpu_kernel(dv4) -> torch.library.Library | None:
+    """The patched tree's layers call the o FP8 QDQ through the custom op sglang::dsv4_o_fp8_qdq_,
+    which has a kernel for the GPU's dispatch key only; as in the patch's wiring test, the kernel
+    module's eager CPU path is registered as its CPU kernel, so the CPU forwards here reach
+    o_fp8_qdq_ through the dispatcher. Nothing on the pin (no op). Keep the returned library alive."""
+    if not hasattr(dv4, "dsv4_o_fp8_qdq_"):
+        return None
+    from sglang.kernels.ops.quantization.o_fp8_qdq import o_fp8_qdq_
+
+    def cpu_kernel(o: torch.Tensor, block: int) -> None:
+        o_fp8_qdq_(o, block)
+
+    lib = torch.library.Library("sglang", "IMPL")
+    lib.impl("dsv4_o_fp8_qdq_", cpu_kernel, "CPU")
+    return lib
+
+
 def inverse_rope_(x: torch.Tensor, freqs: torch.Tensor) -> None:
     """x [T, H, rd] (interleaved pairs) *= conj(freqs) [T, rd/2], in place, computed in fp32."""
     xc = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
@@ -102,6 +121,7 @@ def main(out_path: str) -> None:
     from sglang.srt.model_executor import forward_context
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
+    cpu_kernel = register_cpu_kernel(dv4)  # noqa: F841 (kept alive for the forwards below)
     T, H, hd, rd, G = 5, 8, 128, 64, 2
     D = H * hd // G
     gen = torch.Generator().manual_seed(int(os.environ.get("PROBE_SEED", "0")))
