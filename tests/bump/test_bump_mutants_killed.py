@@ -4,7 +4,9 @@ it is dropped or bent.
 
 - a conflict report names the hunks git cannot apply, and only those: a clean hunk before a
   conflicting one in the same file is not blamed (the one-hunk patch cut for each hunk ends where the
-  hunk ends), and when every failing hunk merges on its own the ones that apply cleanly stay out."""
+  hunk ends), and when every failing hunk merges on its own the ones that apply cleanly stay out;
+- a carried patch is verified exactly when its intent tests say `needed` and its regression tests
+  passed (or passed in part); otherwise each missing piece of evidence is named."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from pathlib import Path
 from synth import Upstream, numbered
 
 from dsv4_patch.bump.classify import Index, failing_hunks
+from dsv4_patch.bump.evidence import unverified
+from dsv4_patch.bump.semantic import Semantic
 from dsv4_patch.gitcmd import Git
 from dsv4_patch.patchfile import parse_patch_bytes
 
@@ -48,3 +52,26 @@ def test_hunks_that_merge_alone_name_only_the_one_that_does_not_apply(tmp_path):
     spare, pre, patch = _two_hunk_patch(tmp_path, "line 47\n")
     second = patch.files[0].hunks[1]
     assert [(i.file, i.line) for i in failing_hunks(spare, pre, patch, ["a.txt"])] == [("a.txt", second.line)]
+
+
+def _sem(patch: str, verdict: str) -> Semantic:
+    return Semantic(patch, verdict, f"because {verdict}", "Regression-Test")
+
+
+def test_a_patch_is_verified_exactly_when_intent_says_needed_and_regress_passed():
+    """The bump's verdict on each carried patch: both pieces of evidence, or the reasons it lacks."""
+    regress = {"patches": [{"patch": "a.patch", "outcome": "passed"}, {"patch": "b.patch", "outcome": "partial"},
+                           {"patch": "c.patch", "outcome": "not-verified", "reason": "needs a GPU"},
+                           {"patch": "d.patch", "outcome": "passed"}]}
+    semantic = [_sem("a.patch", "needed"), _sem("b.patch", "needed"), _sem("c.patch", "needed"),
+                _sem("d.patch", "untestable")]
+    got = unverified(["a.patch", "b.patch", "c.patch", "d.patch", "e.patch"], semantic, regress)
+    assert got == {"c.patch": ["regression: not-verified (needs a GPU)"],
+                   "d.patch": ["intent: untestable (because untestable)"],
+                   "e.patch": ["intent: no verdict", "regression: no result (the run did not report it)"]}
+    # a failed regression test is a failure of its own (exit 1), not "unverified"
+    assert unverified(["a.patch"], semantic[:1], {"patches": [{"patch": "a.patch", "outcome": "failed"}]}) == {}
+    # a check that did not run is named, with the switch that skipped it
+    assert unverified(["a.patch"], None, None, regress_asked=False) == {
+        "a.patch": ["intent tests not run (--no-semantic)", "regression tests not run (--no-regress)"]}
+    assert unverified(["a.patch"], semantic[:1], {"error": "pytest crashed"}) == {"a.patch": ["regression: pytest crashed"]}
