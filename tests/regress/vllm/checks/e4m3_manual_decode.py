@@ -244,9 +244,7 @@ def manual_decode_only_on_gfx936():
     assert got == want, f"integer e4m3 decode per arch (None: split-K path): got {got}, want {want}"
 
 
-@check
-def prefill_gather_without_fp8_matches_cast():
-    """dequantize_and_gather_k_cache on gfx936 with FP8 casts failing equals the oracle."""
+def _gather_matches_oracle(mod, model):
     stride = 16 * 584 + 320
     num_blocks = 4
     store = torch.randint(0, 256, (num_blocks * stride,), dtype=torch.uint8, generator=gen)
@@ -260,18 +258,20 @@ def prefill_gather_without_fp8_matches_cast():
     block_table = torch.tensor([[3, 0, 2, 1], [2, 1, 0, 3]], dtype=torch.int32)
     out = torch.zeros(2, 40, 512, dtype=torch.bfloat16)
     _fake_amdsmi.set_arch("gfx936")
-    orig_is_rocm, orig_cutedsl = type(current_platform).is_rocm, cache_utils.has_cutedsl
+    orig_is_rocm, orig_cutedsl = type(current_platform).is_rocm, mod.has_cutedsl
     type(current_platform).is_rocm = lambda self: True
-    cache_utils.has_cutedsl = lambda: False  # the Triton gather, as on ROCm
+    mod.has_cutedsl = lambda: False  # the Triton gather, as on ROCm
     FP8_BLOCKED["on"] = True
     try:
         # the interpreter copies tensor arguments: hand it the whole storage (block stride kept)
-        cache_utils.dequantize_and_gather_k_cache(
+        mod.dequantize_and_gather_k_cache(
             out, store.as_strided((num_blocks, 16, 584), (stride, 584, 1)), seq_lens, None, block_table,
             16, offset=0)
+    except Exception as e:  # the interpreter wraps the kernel's error
+        raise AssertionError(f"{model}'s gather: {e}") from e
     finally:
         FP8_BLOCKED["on"] = False
-        type(current_platform).is_rocm, cache_utils.has_cutedsl = orig_is_rocm, orig_cutedsl
+        type(current_platform).is_rocm, mod.has_cutedsl = orig_is_rocm, orig_cutedsl
         _fake_amdsmi.clear_gate()
     for r in range(2):
         n = int(seq_lens[r])
@@ -279,10 +279,25 @@ def prefill_gather_without_fp8_matches_cast():
         rows = block_table[r, pos // 16].long() * 16 + pos % 16
         want = naive.dequantize(cache, rows, block_size=16).bfloat16()
         got = out[r, :n]
-        assert torch.equal(got.isnan(), want.isnan()), f"request {r}: NaN positions differ"
+        assert torch.equal(got.isnan(), want.isnan()), f"{model}, request {r}: NaN positions differ"
         assert torch.equal(got.nan_to_num(), want.nan_to_num()), (
-            f"request {r}: gather differs from the oracle, max_abs "
+            f"{model}, request {r}: gather differs from the oracle, max_abs "
             f"{(got.float() - want.float()).nan_to_num().abs().max().item()}")
+
+
+@check
+def prefill_gather_without_fp8_matches_cast():
+    """dequantize_and_gather_k_cache on gfx936 with FP8 casts failing equals the oracle: DeepSeek
+    V4's, and V4.1's where the tree has it (V4.1's ROCm attention gathers its fp8_ds_mla K for
+    prefill through its own kernels)."""
+    import importlib
+    try:
+        v41 = importlib.import_module("vllm.models.deepseek_v41.common.ops.cache_utils")
+    except ModuleNotFoundError:
+        v41 = None  # a tree without DeepSeek V4.1
+    _gather_matches_oracle(cache_utils, "DeepSeek V4")
+    if v41 is not None:
+        _gather_matches_oracle(v41, "DeepSeek V4.1")
 
 
 
