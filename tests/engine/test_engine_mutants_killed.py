@@ -11,8 +11,9 @@ it is dropped or bent.
 - a patch file cut short inside its last hunk is a format error, not a conflict;
 - apply refuses an output folder it did not build (no state of its own there), one line, the
   person's files untouched, and a patch file that carries the Patch-Filename line apply adds itself;
-- `apply --json` at a conflict describes it (patch, kind, files), and `--continue` reports the next
-  conflict the same way, not as if the person had resolved that patch too."""
+- `apply --json` at a conflict describes it (patch, kind, files);
+- the fast path commits a body line that looks like mbox (`From `, `>From`, a form feed, a vertical
+  tab, a whole mbox separator line, which git am splits the mail at) as git am does, or declines."""
 
 from __future__ import annotations
 
@@ -121,34 +122,11 @@ def test_apply_json_describes_the_conflict(env):
     assert [h["header"] for h in failure["hunks"]] == ["@@ -7,7 +7,7 @@ line 6"] and failure["failed_tree"]
 
 
-@pytest.mark.parametrize("line", [b">From the docs", b"From the docs", b"a form\x0cfeed", b"a vertical\x0btab"])
+@pytest.mark.parametrize("line", [b">From the docs", b"From the docs", b"a form\x0cfeed", b"a vertical\x0btab",
+                                  b"From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001"])
 def test_the_fast_path_commits_a_mbox_like_body_line_as_git_am_does_or_declines(tmp_path, base, line):
     up, start = base
     mail = mail_of(up, start, {"src/a.py": numbered(20).replace("line 3\n", "line three\n")},
                    body="Why and how.\n\nXXX\nthe end.\n")
     same_or_declined(tmp_path, up, start, mail.replace(b"XXX", line, 1))
 
-
-def test_continue_reports_the_next_conflict_as_apply_does(env, monkeypatch):
-    """After the person resolved patch 1 and ran --continue, patch 2 conflicts too: --continue stops
-    there with apply's own conflict report (patch, kind, files), for that patch, not as if the person
-    had already resolved it by hand."""
-    from dsv4_patch import api
-    from dsv4_patch.config import load_project
-
-    monkeypatch.setenv("DSV4_PATCH_CACHE", str(env.cache.root))
-    env.author({"src/a.py": numbered(60).replace("line 3\n", "line three\n")}, "[DSV4] Three")
-    env.author({"src/b.txt": numbered(30, "b").replace("b 7\n", "b seven\n")}, "[DSV4] Seven")
-    env.up.write("src/a.py", numbered(60).replace("line 3\n", "line 3 (upstream)\n"))
-    env.up.write("src/b.txt", numbered(30, "b").replace("b 7\n", "b 7 (upstream)\n"))
-    env.repin(env.up.commit("upstream rewrites both lines"))
-    with pytest.raises(ConflictError):
-        api.apply(load_project(env.root), ["demo"], out=env.out)
-    failed = env.out / ".dsv4" / "failed" / "demo"
-    (failed / "src/a.py").write_text(numbered(60).replace("line 3\n", "line three (upstream)\n"))
-    with pytest.raises(ConflictError) as e:
-        api.apply(load_project(env.root), ["demo"], out=env.out, resume=True)
-    report = e.value.report
-    assert report is not None and (report.patch, report.kind, report.files) == ("seven.patch", "conflict", ["src/b.txt"]), \
-        (e.value, report)
-    assert (failed / "src/a.py").read_text() == numbered(60).replace("line 3\n", "line three (upstream)\n")
