@@ -106,8 +106,12 @@ def test_check_exit_codes(env):
 
 def test_status_json_lists_metadata_and_check_applies(env):
     two_patches(env)
-    rows = json.loads(cli(env, "status", "--check", "--json", check=0).stdout)
+    # three.patch also binds test_base_is_pristine, a guard that passes on the pristine pin: it is no
+    # evidence, so --check says which id and exits 4 (unverified), with everything else listed
+    rows = json.loads(cli(env, "status", "--check", "--json", check=4).stdout)
     assert rows[0]["applies"] == {"ok": True}
+    assert [s["passes_on_pristine"] for s in rows[0]["semantic"]] == [["tests/test_demo.py::test_base_is_pristine"], []]
+    assert list(rows[0]["unverified"]) == ["three.patch"]
     assert rows[0]["patches"][0]["regression_tests"] == ["tests/test_demo.py::test_three",
                                                         "tests/test_demo.py::test_base_is_pristine"]
 
