@@ -14,11 +14,15 @@ the other tests run the working tree: an uncommitted change to how those venvs a
 a hard-link clone of the release install (build_overlay writes new inodes, so the shared one
 never changes). Without that cache the run installs from PyPI (several GB: the README's "What
 the first run downloads"). The transcript lands in $DSV4_SESSION_TRANSCRIPT when set (the
-README's session is pasted from it).
+README's session is pasted from it), each command's wall time in $DSV4_SESSION_TIMES (JSON).
+DSV4_SESSION_UNSEEDED=1 leaves both seeds out (no release install made beforehand, no hard-link
+copy for `build`): every command then pays its own first-run cost, as a newcomer's does
+(benchmarks/bench_first_run.py runs it that way, on empty caches and then warm).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -75,6 +79,9 @@ class Session:
         self.times.append((time.monotonic() - t0, shown))
         if os.environ.get("DSV4_SESSION_TRANSCRIPT"):  # kept current: a failing run still leaves it
             Path(os.environ["DSV4_SESSION_TRANSCRIPT"]).write_text(self.transcript())
+        if os.environ.get("DSV4_SESSION_TIMES"):
+            Path(os.environ["DSV4_SESSION_TIMES"]).write_text(json.dumps(
+                [{"command": c, "seconds": round(s, 2)} for s, c in self.times], indent=1))
         if expect is not None:
             assert p.returncode == expect, f"{cmd}: exit {p.returncode}\n{out}\n{p.stderr[-6000:]}"
         return subprocess.CompletedProcess(p.args, p.returncode, out, p.stderr)
@@ -170,7 +177,9 @@ def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):
         pytest.skip("git is not installed")
     clone = tmp_path / "dsv4-patch"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    _shared_release_install(dsv4_tree)
+    unseeded = os.environ.get("DSV4_SESSION_UNSEEDED") == "1"
+    if not unseeded:
+        _shared_release_install(dsv4_tree)
     s = Session(clone, SHARED_VENVS, tmp_path)
 
     # --- the README's first command: set up and build every stack
@@ -237,7 +246,7 @@ def test_readme_commands_and_realistic_session(tmp_path, dsv4_tree):
             # (without the seed, a `pip install vllm==0.27.1` with every dependency: ~4 min here)
             v = _vllm_venvs()
             seed = v.release_root("0.27.1") / "base"
-            if (seed / v.RECIPE_FILE).is_file():  # a finished release install (CPU recipe), hard-linked;
+            if not unseeded and (seed / v.RECIPE_FILE).is_file():  # a finished release install (CPU recipe), hard-linked;
                 with venv_lock(seed):             # overlay, prune and import are real
                     subprocess.run(["cp", "-al", str(seed), str(clone / ".venv-vllm")], check=True)
             p = s.run(cmd)
