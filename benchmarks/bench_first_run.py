@@ -111,6 +111,8 @@ def _mmss(s: float) -> str:
 
 def report(cold: dict, warm: dict) -> list[dict]:
     rows = []
+    if len(cold["steps"]) != len(warm["steps"]):
+        raise SystemExit(f"error: the two runs ran different commands ({len(cold['steps'])} vs {len(warm['steps'])})")
     for c, w in zip(cold["steps"], warm["steps"]):
         if c["command"] != w["command"]:
             raise SystemExit(f"error: the two runs ran different commands ({c['command']!r} vs {w['command']!r})")
