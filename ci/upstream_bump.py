@@ -15,6 +15,8 @@ the intent and regression tests. Then, on GitHub, by the bump's result:
     failed       a regression test failed -> an issue (the report as its body)
     conflicts / upstreamed (or fixed upstream) -> an issue listing them (the report as its body)
     current      already at the newest (decided before any tree is built or test run) -> nothing
+    carried      the newest release has its own series already (`release add`) -> nothing: the
+                 older series is not carried there a second time
 
 Bounded: the job has a budget (--budget, DSV4_CI_BUDGET, default 4500 s: the workflow allows 90
 minutes); before each stack the intent run's bound (DSV4_INTENT_TIMEOUT) and the regression run's
@@ -121,6 +123,9 @@ def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branc
     except SourceError as e:
         emit(f"::warning::{stack}: upstream unavailable, not bumped ({e.one_line()})")
         return {"stack": stack, "action": "unavailable"}
+    if rep.status == "carried":
+        emit(f"::notice::{stack}: {rep.new['label']} is carried already as {rep.new['carried_as']}; nothing to do")
+        return {"stack": stack, "action": "none", "seconds": round(rep.seconds, 1)}
     if rep.status == "current" or rep.new["commit"] == rep.old["commit"]:
         emit(f"::notice::{stack}: already at {rep.new['label']}")
         return {"stack": stack, "action": "none", "seconds": round(rep.seconds, 1)}

@@ -70,7 +70,7 @@ class BumpReport:
     new: dict
     outcomes: list[Outcome]
     tree: str
-    status: str = "ok"  # ok | conflicts | partial | upstreamed (textually or fixed-upstream) | current
+    status: str = "ok"  # ok | conflicts | partial | upstreamed (textually or fixed-upstream) | current | carried
     # patch -> why it is not verified (evidence.py); a textually ok bump with any is `unverified`
     unverified: dict[str, list[str]] = field(default_factory=dict)
     refreshed: list[str] = field(default_factory=list)
@@ -96,7 +96,7 @@ class BumpReport:
 
     @property
     def exit_code(self) -> int:
-        return {"ok": EXIT_OK, "current": EXIT_OK, "failed": 1, "unverified": EXIT_UNVERIFIED}.get(self.result,
+        return {"ok": EXIT_OK, "current": EXIT_OK, "carried": EXIT_OK, "failed": 1, "unverified": EXIT_UNVERIFIED}.get(self.result,
                                                                                                   EXIT_CONFLICT)
 
     def verdict(self, patch: str) -> Semantic | None:
@@ -295,6 +295,18 @@ def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False,
     return rep
 
 
+def _carried_elsewhere(project: Project, cfg, label: str, commit: str):
+    """The other release of cfg's stack whose own series is pinned at the target, or None: named by
+    its tag (a registry release, `v0.34.0`) or by its recorded upstream commit (a git target)."""
+    owner = project.stacks.get(cfg.name)
+    for r in owner.all_releases() if owner else ():
+        if r is cfg:
+            continue
+        if label in {r.release, r.tag} - {None} or (len(r.commit or "") >= 7 and commit.startswith(r.commit)):
+            return r
+    return None
+
+
 def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: BumpOptions | None,
           cache: Cache | None, progress: Progress):
     """The bump itself, under the stack lock; returns the report and its regression step (or None)."""
@@ -326,6 +338,19 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         rep = BumpReport(stack, {"label": cfg.tag or cfg.commit, "commit": old.commit, "source": old.source},
                          {"label": target.label, "commit": target.base.commit, "source": target.base.source},
                          [], "", status="current", seconds=time.monotonic() - t0)
+        return rep, None
+    carrier = _carried_elsewhere(project, cfg, target.label, target.base.commit) if latest and target.partial is None else None
+    if carrier is not None:
+        # The newest release has a series of its own already (`release add` made it): carrying this
+        # older series there too would open a second pull request (or a nightly conflict issue) for
+        # a release that is already carried. Decided before any tree is built or any test runs.
+        where = carrier.patch_dir.relative_to(project.root) if project.root in carrier.patch_dir.parents else carrier.patch_dir
+        say(progress, f"{stack}: {target.label} is carried already as {carrier.label} ({where}); nothing to do")
+        rep = BumpReport(stack, {"label": cfg.tag or cfg.commit, "commit": old.commit if old else cfg.commit,
+                                 "source": old.source if old else ""},
+                         {"label": target.label, "commit": target.base.commit, "source": target.base.source,
+                          "carried_as": carrier.label},
+                         [], "", status="carried", seconds=time.monotonic() - t0)
         return rep, None
     old_tree = _old_stack(cfg, out, old, cache, progress) if old else None
     sem = None

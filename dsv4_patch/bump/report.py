@@ -40,6 +40,8 @@ RESULT_WORDS = {
     "upstreamed": "a patch is already upstream (or fixed upstream its own way): nothing was written",
     "partial": "a partial tree: compared, nothing written",
     "current": "already at the newest: nothing to do, no test run",
+    "carried": "the newest release is carried by a series of its own already: nothing to do for this "
+               "one, no test run",
 }
 
 
@@ -57,7 +59,9 @@ def bump_markdown(rep: BumpReport) -> str:
              f"- new base: `{rep.new['commit'][:12]}` ({rep.new['source']})",
              f"- result: **{rep.result}** (exit {rep.exit_code}): {RESULT_WORDS.get(rep.result, rep.result)}"
              + (f"; rebased tree `{rep.tree}`" if rep.tree else ""), ""]
-    if rep.status == "current":
+    if rep.status in ("current", "carried"):
+        if rep.new.get("carried_as"):
+            lines.append(f"- carried as: `{rep.new['carried_as']}`")
         return "\n".join(lines) + "\n"
     if rep.new.get("what"):
         lines.insert(3, f"- new tree: {rep.new['what']}")

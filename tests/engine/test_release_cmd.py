@@ -351,3 +351,28 @@ def test_release_move_of_the_primary_is_a_bump_of_it(env):
     assert r.exit_code == 4, r.output  # written, no tests run: unverified
     proj = load_project(env.root)
     assert proj.stack("demo").commit == v3 and proj.target("demo@v2").commit != v3
+
+
+def test_the_scheduled_bump_of_a_series_whose_newest_release_is_carried_already_does_nothing(env, capsys):
+    """The primary (demo) and release v2 are both carried and v2 is the newest upstream: `bump
+    --latest` of the primary must not carry it to v2 a second time (a second pull request, or a
+    nightly conflict issue, for a release that has its own series), and costs no tree and no test."""
+    v2 = two_releases(env)
+    proj = load_project(env.root)
+    rep = bump(proj, "demo", None, latest=True, opts=BumpOptions(out=env.out, **OPTS), cache=env.cache)
+    assert (rep.status, rep.result, rep.exit_code) == ("carried", "carried", 0)
+    assert rep.new["carried_as"] == "demo@v2" and rep.new["commit"] == v2
+    assert not (env.out / "demo.bump").exists() and rep.outcomes == []
+    assert "- carried as: `demo@v2`" in bump_markdown(rep)
+    # the release that carries it is simply current
+    assert bump(proj, "demo@v2", None, latest=True, opts=BumpOptions(out=env.out, **OPTS), cache=env.cache).status == "current"
+    # the CI job says so per stack and exits 0
+    from ci.upstream_bump import main as ci_main
+
+    capsys.readouterr()
+    assert ci_main(["--project", str(env.root), "--stack", "demo", "--no-regress", "--out", str(env.out)]) == 0
+    out = capsys.readouterr().out
+    assert f"::notice::demo: {rep.new['label']} is carried already as demo@v2; nothing to do" in out
+    assert "::notice::demo@v2: already at" in out and "dry-run:" not in out
+    # a REF named by hand is still bumped to: the user asked for it
+    assert bump(proj, "demo", v2, opts=BumpOptions(out=env.out, **OPTS), cache=env.cache).status not in ("carried", "current")
