@@ -6,6 +6,7 @@ DSV4_BASE_<STACK> (the pristine pin), read by the `dsv4_tree` fixture in tests/c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -205,6 +206,34 @@ RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"
 # reads (the project's tests/_check_cache.py): read back by later runs unless this says `run` (kept
 # for the one run only: every check computed afresh) or `0` (none).
 RESULT_CACHE_ENV = "DSV4_CHECK_MEMO"
+# The seed of the project's randomized checks (tests/conftest.py draws one per test run when unset).
+SEED_ENV = "DSV4_SEED"
+
+
+@contextlib.contextmanager
+def one_test_run():
+    """Every child pytest started inside (bump: the intent run on the pristine tree, then the
+    regression run on the rebased one) is one test run: one scratch folder (RUN_DIR_ENV) and one
+    seed. Each drew its own before, so the pristine checks the intent run had just computed (and
+    the project's tests keep for the rest of the run) were computed again under another seed by
+    the regression run's "unpatched tree fails" tests. A caller's own run folder and seed are
+    kept (a test suite calling the tool); the folder made here goes when the block ends."""
+    if os.environ.get(RUN_DIR_ENV):
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, SEED_ENV)}
+    with tempfile.TemporaryDirectory(prefix="dsv4-run-") as td:
+        os.environ[RUN_DIR_ENV] = td
+        if not (saved[SEED_ENV] or "").strip():
+            os.environ[SEED_ENV] = str(int.from_bytes(os.urandom(4), "little"))  # as tests/conftest.py draws it
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def own_basetemp(scratch: str, pytest_args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None) -> list[str]:

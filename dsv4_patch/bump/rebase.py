@@ -36,7 +36,7 @@ from ..locks import stack_lock
 from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
 from ..pinning import set_keys
-from ..regress import RegressReport, bound_tests, release_tree_env, run_pytest, summarize
+from ..regress import RegressReport, bound_tests, one_test_run, release_tree_env, run_pytest, summarize
 from ..series import render_series, series_header
 from ..sources import Cache, Progress, materialize
 from ..sources.base import say
@@ -284,11 +284,12 @@ def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, t
 def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False, opts: BumpOptions | None = None,
          cache: Cache | None = None, progress: Progress = None) -> BumpReport:
     t0 = time.monotonic()
-    with stack_lock(project.stack(stack)):  # export, apply, bump and pin of a stack: one at a time
-        rep, regress_step = _bump(project, stack, ref, latest=latest, opts=opts, cache=cache, progress=progress)
-    if regress_step is not None:  # outside the lock: the tests may build trees of this stack themselves
-        rep.regress = regress_step()
-        rep.seconds = time.monotonic() - t0
+    with one_test_run():  # the intent run and the regression run share the checks' results and seed
+        with stack_lock(project.stack(stack)):  # export, apply, bump and pin of a stack: one at a time
+            rep, regress_step = _bump(project, stack, ref, latest=latest, opts=opts, cache=cache, progress=progress)
+        if regress_step is not None:  # outside the lock: the tests may build trees of this stack themselves
+            rep.regress = regress_step()
+            rep.seconds = time.monotonic() - t0
     if rep.status == "ok":  # no green without evidence: which carried patches the checks verified
         opts = opts or BumpOptions()
         rep.unverified = evidence.unverified(rep.refreshed, rep.semantic, rep.regress, regress_asked=opts.regress)

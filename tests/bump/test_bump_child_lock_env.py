@@ -182,3 +182,38 @@ def test_an_intent_run_past_its_bound_gives_the_unfinished_patch_timeout(benv, m
     assert rep.status == "ok" and rep.result == "unverified" and rep.exit_code == 4
     assert "timeout" in rep.unverified[hang.patch][0]
     assert "**timeout**" in bump_markdown(rep)
+
+
+RUN_SEEN = '''
+import os
+from pathlib import Path
+
+
+def test_records_its_run():
+    with open(os.environ["RUNS_FILE"], "a") as f:
+        f.write(f"{os.environ.get('DSV4_TEST_RUN_DIR')} {os.environ.get('DSV4_SEED')}\\n")
+    assert "fixed" in Path(os.environ["DSV4_TREE_DEMO"], "src/a.py").read_text().splitlines()[9]
+'''
+
+
+def test_the_intent_run_and_the_regression_run_of_one_bump_are_one_test_run(benv, monkeypatch, tmp_path):
+    """One scratch folder and one seed for both children of a bump: the pristine checks the intent
+    run computed are the ones the regression run's unpatched-tree tests ask for again. The outer
+    test run's own folder and seed are taken away first: a bump run by hand has neither."""
+    monkeypatch.setenv("DSV4_PATCH_CACHE", str(benv.cache.root))
+    monkeypatch.setenv("RUNS_FILE", str(tmp_path / "runs.txt"))
+    monkeypatch.delenv("DSV4_TEST_RUN_DIR", raising=False)
+    monkeypatch.delenv("DSV4_SEED", raising=False)
+    (benv.root / "tests").mkdir()
+    (benv.root / "tests/test_runs.py").write_text(RUN_SEEN)
+    benv.author({"src/a.py": edit(numbered(60), "line 10\n", "line 10 fixed\n")}, "[DSV4] p1 fix",
+                body=_meta("tests/test_runs.py::test_records_its_run"))
+    benv.up.write("src/a.py", edit(numbered(60), "line 50\n", "line 50 moved\n"))
+    rep = bump(load_project(benv.root), "demo", benv.up.commit("v2"), opts=BumpOptions(out=benv.out), cache=benv.cache)
+    assert rep.semantic[0].verdict == "needed" and rep.regress["ok"], (rep.semantic, rep.regress)
+    runs = (tmp_path / "runs.txt").read_text().split("\n")[:-1]
+    assert len(runs) == 2, runs  # the intent run (pristine: the test fails there) and the regression run
+    (run_dir, seed), (run_dir2, seed2) = (r.split() for r in runs)
+    assert (run_dir, seed) == (run_dir2, seed2) and seed.isdigit(), runs
+    assert not Path(run_dir).exists()  # the bump's own folder goes with it
+    assert "DSV4_TEST_RUN_DIR" not in os.environ and "DSV4_SEED" not in os.environ  # nothing left behind
