@@ -63,6 +63,31 @@ def message_problem(line: str) -> str | None:
 STATUS_RE = re.compile(
     r"^(?P<kind>Pending|Submitted|Backport|Inappropriate|Accepted)(?:\s+(?P<arg>.*))?$"
 )
+def hardware_items(value: str) -> list[str]:
+    """`Hardware:` targets, separated by commas or spaces; a parenthesized note stays with the
+    target before it, as written: `gfx936 (DCU builds of vLLM with DTK), B200` is two items, the
+    first with its note (split at every space, it was seven, shown as `gfx936,(DCU,builds,...`)."""
+    items: list[str] = []
+    cur, depth = "", 0
+
+    def flush(word: str) -> None:
+        word = word.strip()
+        if word.startswith("(") and items:
+            items[-1] += " " + word
+        elif word:
+            items.append(word)
+
+    for ch in value:
+        if depth == 0 and (ch == "," or ch.isspace()):
+            flush(cur)
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")" and depth > 0)
+        cur += ch
+    flush(cur)  # an unclosed note is kept as written
+    return items
+
+
 FIELD_RE = re.compile(r"^(Upstream-Status|Regression-Test|Hardware|Drop-When|Patch-Filename):[ \t]*(.*)$")
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -423,7 +448,7 @@ def parse_metadata(body: str, name: str) -> tuple[Metadata, str, str | None]:
         elif key == "Regression-Test":
             meta.regression_tests.extend(v for v in value.split() if v)
         elif key == "Hardware":
-            meta.hardware.extend(v.strip() for v in re.split(r"[,\s]+", value) if v.strip())
+            meta.hardware.extend(hardware_items(value))
         elif key == "Drop-When":
             meta.drop_when = value
         elif key == "Patch-Filename":

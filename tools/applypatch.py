@@ -303,12 +303,12 @@ def status(
             t = _table("#", "patch", "upstream status", "hardware", "regression tests", "drop when")
             for i, p in enumerate(r.patches, 1):
                 t.add_row(str(i), escape(p["name"]), escape(p["upstream_status"] or "-"),
-                          escape(",".join(p["hardware"]) or "-"), str(len(p["regression_tests"])),
+                          escape(", ".join(p["hardware"]) or "-"), str(len(p["regression_tests"])),
                           escape(p["drop_when"] or "-"))
             _print_table(t)
         else:  # short cells and the whole name; what does not fit a column is listed below
             _print_lines(_fit_table(["#", "upstream", "hardware", "tests", "patch"],
-                                    [[str(i), (p["upstream_status"] or "-").split()[0], ",".join(p["hardware"]) or "-",
+                                    [[str(i), (p["upstream_status"] or "-").split()[0], ", ".join(p["hardware"]) or "-",
                                       str(len(p["regression_tests"])), p["name"]] for i, p in enumerate(r.patches, 1)],
                                     width), width)
             _print_lines([f"  #{i} drop when: {p['drop_when']}" for i, p in enumerate(r.patches, 1) if p["drop_when"]],
