@@ -72,9 +72,13 @@ def run_session(label: str, work: Path, caches: dict[str, str]) -> dict:
                             f"--basetemp={basetemp}", SESSION_TEST], cwd=ROOT, env=env, stdout=fh,
                            stderr=subprocess.STDOUT)
     wall = time.monotonic() - t0
+    run = {"label": label, "rc": p.returncode, "wall": wall, "load": load, "log": str(log),
+           "transcript": transcript, "basetemp": basetemp, "caches": caches}
+    # each run's clone has its own path (the pip install the session is told to run names it): the
+    # commands are compared as a newcomer would type them
     steps = json.loads(times.read_text()) if times.is_file() else []
-    return {"label": label, "rc": p.returncode, "wall": wall, "load": load, "steps": steps, "log": str(log),
-            "transcript": transcript, "basetemp": basetemp, "caches": caches}
+    run["steps"] = [{**s, "command": newcomer_paths(s["command"], run)} for s in steps]
+    return run
 
 
 def run_suite(label: str, work: Path, caches: dict[str, str]) -> dict:

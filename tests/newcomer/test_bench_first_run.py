@@ -56,3 +56,21 @@ def test_runs_of_different_commands_are_refused(bench):
     warm = {"steps": [{"command": "b", "seconds": 1.0}], "wall": 1.0, "load": 0.0}
     with pytest.raises(SystemExit, match="different commands"):
         bench.report(cold, warm)
+
+
+def test_the_commands_of_two_runs_compare_as_a_newcomer_types_them(bench, tmp_path, monkeypatch):
+    """The session's pip install names the clone, which is in another folder in each run."""
+    runs = {}
+    for label in ("cold", "warm"):
+        clone = tmp_path / f"{label}-tmp" / "test_readme_commands_and_reali0" / "dsv4-patch"
+        (tmp_path / f"{label}-times.json").write_text(
+            f'[{{"command": "{clone}/.venv/bin/python3 -m pip install -e \'{clone}[test]\'", "seconds": 2.0}}]')
+
+        def fake_run(*a, **kw):
+            return type("P", (), {"returncode": 0})()
+
+        monkeypatch.setattr(bench.subprocess, "run", fake_run)
+        runs[label] = bench.run_session(label, tmp_path, _run(tmp_path)["caches"])
+    assert runs["cold"]["steps"] == runs["warm"]["steps"] == [
+        {"command": "/home/you/dsv4-patch/.venv/bin/python3 -m pip install -e '/home/you/dsv4-patch[test]'", "seconds": 2.0}]
+    assert [r["ratio"] for r in bench.report(runs["cold"], runs["warm"])] == [1.0]
