@@ -115,3 +115,15 @@ def test_a_module_that_fails_unpatched_too_is_not_a_broken_build(platform_module
     assert r.imports["dsv4toy.plat"].startswith("does not import here unpatched either: ModuleNotFoundError")
     assert r.imports_ok
     assert "1 cannot be imported on this machine, patched or not" in "\n".join(r.summary())
+
+
+def test_the_release_is_installed_without_byte_compiling_all_of_it(toy, monkeypatch):
+    """pip byte-compiled every installed module (torch, vLLM and their dependencies: most of a cold
+    `build vllm --venv`); a module is compiled on its first import instead. (Without the test run's
+    byte-code folder, where pip's byte code would otherwise go instead of beside the module.)"""
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    base, patched, venv = toy
+    build_overlay(base, base, venv, package=PKG, version=VER, python=sys.executable)
+    [pkg] = venv.glob(f"lib/python*/site-packages/{PKG}")
+    assert (pkg / "mod.py").is_file()
+    assert not list(pkg.rglob("*.pyc")), sorted(p.name for p in pkg.rglob("*.pyc"))
