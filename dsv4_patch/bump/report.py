@@ -61,7 +61,7 @@ def bump_markdown(rep: BumpReport) -> str:
              + (f"; rebased tree `{rep.tree}`" if rep.tree else ""), ""]
     if rep.status in ("current", "carried"):
         if rep.new.get("carried_as"):
-            lines.append(f"- carried as: `{rep.new['carried_as']}`")
+            lines.insert(-1, f"- carried as: `{rep.new['carried_as']}`")
         return "\n".join(lines) + "\n"
     if rep.new.get("what"):
         lines.insert(3, f"- new tree: {rep.new['what']}")
