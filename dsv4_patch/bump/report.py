@@ -50,6 +50,10 @@ def _evidence(rep: BumpReport, patch: str) -> str:
         return "-"
     if patch not in rep.refreshed:
         return "dropped"
+    row = next((r for r in (rep.regress or {}).get("patches", []) if r.get("patch") == patch), None)
+    if row is not None and row.get("outcome") in ("failed", "missing"):
+        # evidence against it: never "verified" beside a regression test that failed
+        return f"regression {row['outcome']}"
     return "unverified" if patch in rep.unverified else "verified"
 
 

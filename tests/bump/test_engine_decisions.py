@@ -9,6 +9,7 @@ item 5): each test states the behaviour, and fails when the rule behind it is dr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from bumpkit import edit
@@ -114,3 +115,33 @@ def test_a_three_way_merge_that_changes_nothing_is_upstreamed_by_the_classifier(
     o = classify(idx, scratch, patch)
     assert o.status == "upstreamed" and "3-way merge changes nothing" in o.evidence, o
     assert idx.tree() == pre
+
+
+def test_a_patch_whose_regression_test_failed_is_never_shown_verified():
+    """Carrying the v0.33.0 series to vLLM 0.34.0: every patch applied (the reference decode with an
+    offset) and every intent test said `needed`, but the rebased reference decode failed its
+    regression test (0.34.0's AITER prefill gate read the decode switches). The report's evidence
+    column said `verified` beside that failure; the result line said `failed`."""
+    from dsv4_patch.bump.classify import Outcome
+    from dsv4_patch.bump.evidence import unverified
+    from dsv4_patch.bump.rebase import BumpReport
+    from dsv4_patch.bump.report import bump_markdown
+    from dsv4_patch.bump.semantic import Semantic
+
+    names = ["good.patch", "broken.patch", "no-test.patch"]
+    regress = {"ok": False, "verified": False, "patches": [
+        {"stack": "demo", "patch": "good.patch", "outcome": "passed", "tests": {"t::a": "passed"}},
+        {"stack": "demo", "patch": "broken.patch", "outcome": "failed", "tests": {"t::b": "failed"}},
+        {"stack": "demo", "patch": "no-test.patch", "outcome": "not-verified", "tests": {"t::c": "skipped"}}]}
+    sem = [Semantic(n, "needed", "its intent test fails on the pristine tree", "Regression-Test") for n in names]
+    rep = BumpReport("demo", {"label": "v1", "commit": "a" * 40, "source": "x"},
+                     {"label": "v2", "commit": "b" * 40, "source": "x"},
+                     [Outcome(n, "offset") for n in names], "", refreshed=names, regress=regress, semantic=sem)
+    rep.unverified = unverified(names, sem, regress)
+    md = bump_markdown(rep)
+    rows = {ln.split("`")[1]: [c.strip() for c in ln.split("|")][3:6]  # the patch table: | # | patch | ...
+            for ln in md.splitlines() if re.match(r"\| \d+ \| `", ln)}
+    assert rep.result == "failed" and "- result: **failed** (exit 1)" in md
+    assert rows["good.patch"] == ["offset", "needed", "verified"]
+    assert rows["broken.patch"] == ["offset", "needed", "regression failed"]
+    assert rows["no-test.patch"] == ["offset", "needed", "unverified"]
