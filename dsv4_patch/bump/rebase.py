@@ -296,14 +296,21 @@ def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False,
     return rep
 
 
-def _carried_elsewhere(project: Project, cfg, label: str, commit: str):
-    """The other release of cfg's stack whose own series is pinned at the target, or None: named by
-    its tag (a registry release, `v0.34.0`) or by its recorded upstream commit (a git target)."""
+def _carried_elsewhere(project: Project, cfg: StackConfig, target: targets.Target) -> StackConfig | None:
+    """The other release of cfg's stack whose own series is pinned where `target` is, or None. Read
+    from what the pin would record (`target.pin`): its tag (`v0.34.0`), else its upstream commit,
+    matched by prefix either way (stacks.toml keeps abbreviated ids). Not the tree's commit: for a
+    registry release that is the import's own commit, never the upstream one."""
+    pin = target.pin.get("stack", {})
+    tag, commit = pin.get("tag") or target.label, pin.get("commit") or target.base.commit
     owner = project.stacks.get(cfg.name)
     for r in owner.all_releases() if owner else ():
         if r is cfg:
             continue
-        if label in {r.release, r.tag} - {None} or (len(r.commit or "") >= 7 and commit.startswith(r.commit)):
+        if tag in {r.release, r.tag} - {None}:
+            return r
+        mine = r.commit or ""
+        if min(len(mine), len(commit)) >= 7 and (commit.startswith(mine) or mine.startswith(commit)):
             return r
     return None
 
@@ -340,12 +347,12 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
                          {"label": target.label, "commit": target.base.commit, "source": target.base.source},
                          [], "", status="current", seconds=time.monotonic() - t0)
         return rep, None
-    carrier = _carried_elsewhere(project, cfg, target.label, target.base.commit) if latest and target.partial is None else None
+    carrier = _carried_elsewhere(project, cfg, target) if latest and target.partial is None else None
     if carrier is not None:
         # The newest release has a series of its own already (`release add` made it): carrying this
         # older series there too would open a second pull request (or a nightly conflict issue) for
         # a release that is already carried. Decided before any tree is built or any test runs.
-        where = carrier.patch_dir.relative_to(project.root) if project.root in carrier.patch_dir.parents else carrier.patch_dir
+        where = carrier.patch_dir.relative_to(project.root) if carrier.patch_dir.is_relative_to(project.root) else carrier.patch_dir
         say(progress, f"{stack}: {target.label} is carried already as {carrier.label} ({where}); nothing to do")
         rep = BumpReport(stack, {"label": cfg.tag or cfg.commit, "commit": old.commit if old else cfg.commit,
                                  "source": old.source if old else ""},

@@ -376,3 +376,28 @@ def test_the_scheduled_bump_of_a_series_whose_newest_release_is_carried_already_
     assert "::notice::demo@v2: already at" in out and "dry-run:" not in out
     # a REF named by hand is still bumped to: the user asked for it
     assert bump(proj, "demo", v2, opts=BumpOptions(out=env.out, **OPTS), cache=env.cache).status not in ("carried", "current")
+
+
+def test_a_registry_release_is_recognised_by_its_tag_or_upstream_commit_not_its_import_commit(env, monkeypatch):
+    """vLLM's releases come from PyPI: the target's tree is an import with a commit of its own,
+    its label is the tag (`v0.34.0`) and the pin records the upstream commit from the archive. The
+    carried release is found by either; the import's commit never matches anything."""
+    from dsv4_patch.bump import targets
+    from dsv4_patch.sources.base import BaseTree
+
+    v2 = two_releases(env)
+    proj = load_project(env.root)
+    real = targets.resolve(proj.stack("demo"), v2, env.cache)
+    for label, pin in (("v2", {"tag": "v2", "commit": "f" * 40}),       # by tag
+                       ("v9", {"tag": "v9", "commit": v2[:9]})):        # by the recorded upstream commit
+        imported = BaseTree(real.base.git_dir, real.base.commit, "sdist:demo==2")
+        fake = targets.Target(imported, real.spec, label, {"stack": pin})
+        monkeypatch.setattr(targets, "resolve", lambda *a, fake=fake, **k: fake)
+        rep = bump(proj, "demo", None, latest=True, opts=BumpOptions(out=env.out, **OPTS), cache=env.cache)
+        assert (rep.status, rep.new["carried_as"]) == ("carried", "demo@v2"), label
+    # neither: a newer release nobody carries is bumped to
+    fake = targets.Target(BaseTree(real.base.git_dir, real.base.commit, "sdist:demo==9"), real.spec, "v9",
+                          {"stack": {"tag": "v9", "commit": "e" * 40}})
+    monkeypatch.setattr(targets, "resolve", lambda *a, **k: fake)
+    rep = bump(proj, "demo", None, latest=True, opts=BumpOptions(out=env.out, **OPTS), cache=env.cache)
+    assert rep.status not in ("carried", "current")
