@@ -63,10 +63,10 @@ def test_the_commands_of_two_runs_compare_as_a_newcomer_types_them(bench, tmp_pa
     runs = {}
     for label in ("cold", "warm"):
         clone = tmp_path / f"{label}-tmp" / "test_readme_commands_and_reali0" / "dsv4-patch"
-        (tmp_path / f"{label}-times.json").write_text(
-            f'[{{"command": "{clone}/.venv/bin/python3 -m pip install -e \'{clone}[test]\'", "seconds": 2.0}}]')
 
-        def fake_run(*a, **kw):
+        def fake_run(*a, clone=clone, label=label, **kw):  # the session test writes its times
+            (tmp_path / f"{label}-times.json").write_text(
+                f'[{{"command": "{clone}/.venv/bin/python3 -m pip install -e \'{clone}[test]\'", "seconds": 2.0}}]')
             return type("P", (), {"returncode": 0})()
 
         monkeypatch.setattr(bench.subprocess, "run", fake_run)
@@ -74,3 +74,13 @@ def test_the_commands_of_two_runs_compare_as_a_newcomer_types_them(bench, tmp_pa
     assert runs["cold"]["steps"] == runs["warm"]["steps"] == [
         {"command": "/home/you/dsv4-patch/.venv/bin/python3 -m pip install -e '/home/you/dsv4-patch[test]'", "seconds": 2.0}]
     assert [r["ratio"] for r in bench.report(runs["cold"], runs["warm"])] == [1.0]
+
+
+def test_a_session_that_ran_no_command_is_a_failure_and_old_figures_are_never_read(bench, tmp_path, monkeypatch):
+    """A skipped session test exits 0 with no times: no figures is a failure. A times file an
+    earlier run left in a reused folder is not this run's."""
+    (tmp_path / "cold-times.json").write_text('[{"command": "old", "seconds": 1.0}]')
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: type("P", (), {"returncode": 0})())
+    run = bench.run_session("cold", tmp_path, _run(tmp_path)["caches"])
+    assert run["steps"] == [] and run["rc"] != 0
+    assert bench._mmss(119.97) == "2:00.0"
