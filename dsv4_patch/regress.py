@@ -214,19 +214,18 @@ SEED_ENV = "DSV4_SEED"
 def one_test_run():
     """Every child pytest started inside (bump: the intent run on the pristine tree, then the
     regression run on the rebased one) is one test run: one scratch folder (RUN_DIR_ENV) and one
-    seed. Each drew its own before, so the pristine checks the intent run had just computed (and
-    the project's tests keep for the rest of the run) were computed again under another seed by
-    the regression run's "unpatched tree fails" tests. A caller's own run folder and seed are
-    kept (a test suite calling the tool); the folder made here goes when the block ends."""
-    if os.environ.get(RUN_DIR_ENV):
-        yield
-        return
+    seed (SEED_ENV). Each drew its own before, so the pristine checks the intent run had just
+    computed (and the project's tests keep for the rest of the run) were computed again under
+    another seed by the regression run's "unpatched tree fails" tests. What the caller set (a test
+    suite calling the tool) is kept, each variable on its own; a folder made here goes when the
+    block ends, and the variables are as they were."""
     saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, SEED_ENV)}
-    with tempfile.TemporaryDirectory(prefix="dsv4-run-") as td:
-        os.environ[RUN_DIR_ENV] = td
-        if not (saved[SEED_ENV] or "").strip():
-            os.environ[SEED_ENV] = str(int.from_bytes(os.urandom(4), "little"))  # as tests/conftest.py draws it
+    with contextlib.ExitStack() as stack:
         try:
+            if not saved[RUN_DIR_ENV]:
+                os.environ[RUN_DIR_ENV] = stack.enter_context(tempfile.TemporaryDirectory(prefix="dsv4-run-"))
+            if not (saved[SEED_ENV] or "").strip():
+                os.environ[SEED_ENV] = str(int.from_bytes(os.urandom(4), "little"))  # as tests/conftest.py draws it
             yield
         finally:
             for k, v in saved.items():

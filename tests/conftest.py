@@ -128,7 +128,7 @@ def pytest_configure(config):
 # the value the header and the summary print), else a fresh draw per run, so CI tries new inputs on
 # every run rather than one draw per cache key forever. Set once by the outermost pytest; xdist
 # workers and the pytest runs `regress`/`bump`/`pin` start inherit it.
-SEED_ENV = "DSV4_SEED"
+from dsv4_patch.regress import SEED_ENV  # noqa: E402 - `bump` draws one for its child runs by the same name
 
 
 def _run_seed() -> bool:

@@ -835,6 +835,9 @@ def build(
     default 2.13.0) and the CUDA-only torchvision/torchaudio/torchcodec are removed. Every
     patched module is then imported in VENV: a build whose modules do not import fails.
     Cached by (pin, patch bytes); one build per VENV at a time (a lock beside it).
+    pip installs without byte-compiling (most of a first build's time otherwise): each module is
+    compiled on its first import, into VENV. Where VENV will be read-only or run with
+    PYTHONDONTWRITEBYTECODE=1 (container images), compile it once: `VENV/bin/python -m compileall -q VENV`.
 
     \b
     Examples:

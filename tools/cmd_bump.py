@@ -69,11 +69,11 @@ without evidence and why (its tests all skipped, none bound, --no-regress / --no
 verdict untestable / no-intent / probe-error / unimportable / timeout). The intent run is bounded
 by DSV4_INTENT_TIMEOUT (seconds, default 600, for one stack's whole run): a patch whose intent tests
 did not finish gets `timeout`. With --latest, a stack already at the newest release is `current`
-(exit 0) before any tree is built or test run, and so is `carried` (exit 0) a release whose newest
-upstream has a series of its own already (`vllm@v0.33.0` when v0.34.0 is carried): it is not
-carried there a second time.
+(exit 0), and a series whose newest release has a series of its own already is `carried` (exit 0:
+`vllm@v0.33.0` when v0.34.0 is carried is not carried there a second time); both are decided
+before any tree is built or test run.
 
-Exit codes: 0 ok (every carried patch verified) or already at the newest, 1 error (or a
+Exit codes: 0 ok (every carried patch verified), already at the newest, or carried by another series, 1 error (or a
 regression test failed), 2 usage, 3 conflicts remain / upstreamed or fixed-upstream patches not
 dropped / a partial tree (compared, nothing written) / a walk found a patch that stops applying,
 4 unverified (everything applied and was written, but a carried patch has no evidence)."""

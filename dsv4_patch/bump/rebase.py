@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,7 @@ from ..locks import stack_lock
 from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
 from ..pinning import set_keys
-from ..regress import RegressReport, bound_tests, one_test_run, release_tree_env, run_pytest, summarize
+from ..regress import SEED_ENV, RegressReport, bound_tests, one_test_run, release_tree_env, run_pytest, summarize
 from ..series import render_series, series_header
 from ..sources import Cache, Progress, materialize
 from ..sources.base import say
@@ -80,6 +81,7 @@ class BumpReport:
     regress: dict | None = None
     conflict_trees: dict[str, str] = field(default_factory=dict)
     trees: dict = field(default_factory=dict)  # conflicts.Trees.to_dict(): kept work, blocked-before, left
+    seed: str | None = None  # DSV4_SEED of the tests it ran: re-runs their randomized checks
     hints: list[str] = field(default_factory=list)  # one-line advice: a carried release's port, stale messages
     semantic: list[Semantic] | None = None  # None: not run (--no-semantic)
     seconds: float = 0.0
@@ -290,6 +292,8 @@ def bump(project: Project, stack: str, ref: str | None, *, latest: bool = False,
         if regress_step is not None:  # outside the lock: the tests may build trees of this stack themselves
             rep.regress = regress_step()
             rep.seconds = time.monotonic() - t0
+        if rep.semantic is not None or rep.regress is not None:  # tests ran: say how to draw their inputs again
+            rep.seed = os.environ.get(SEED_ENV)
     if rep.status == "ok":  # no green without evidence: which carried patches the checks verified
         opts = opts or BumpOptions()
         rep.unverified = evidence.unverified(rep.refreshed, rep.semantic, rep.regress, regress_asked=opts.regress)

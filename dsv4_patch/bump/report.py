@@ -63,6 +63,8 @@ def bump_markdown(rep: BumpReport) -> str:
              f"- new base: `{rep.new['commit'][:12]}` ({rep.new['source']})",
              f"- result: **{rep.result}** (exit {rep.exit_code}): {RESULT_WORDS.get(rep.result, rep.result)}"
              + (f"; rebased tree `{rep.tree}`" if rep.tree else ""), ""]
+    if rep.seed:
+        lines.insert(-1, f"- seed of its tests: `DSV4_SEED={rep.seed}` (set it to re-run their randomized checks on the same inputs)")
     if rep.status in ("current", "carried"):
         if rep.new.get("carried_as"):
             lines.insert(-1, f"- carried as: `{rep.new['carried_as']}`")

@@ -215,5 +215,26 @@ def test_the_intent_run_and_the_regression_run_of_one_bump_are_one_test_run(benv
     assert len(runs) == 2, runs  # the intent run (pristine: the test fails there) and the regression run
     (run_dir, seed), (run_dir2, seed2) = (r.split() for r in runs)
     assert (run_dir, seed) == (run_dir2, seed2) and seed.isdigit(), runs
+    assert rep.seed == seed and f"DSV4_SEED={seed}" in bump_markdown(rep)  # how to draw the same inputs again
     assert not Path(run_dir).exists()  # the bump's own folder goes with it
     assert "DSV4_TEST_RUN_DIR" not in os.environ and "DSV4_SEED" not in os.environ  # nothing left behind
+
+
+def test_one_test_run_keeps_what_the_caller_set_and_adds_only_what_is_missing(monkeypatch, tmp_path):
+    from dsv4_patch.regress import one_test_run
+
+    monkeypatch.setenv("DSV4_TEST_RUN_DIR", str(tmp_path))  # a run folder, no seed: the seed is drawn
+    monkeypatch.delenv("DSV4_SEED", raising=False)
+    with one_test_run():
+        assert os.environ["DSV4_TEST_RUN_DIR"] == str(tmp_path) and os.environ["DSV4_SEED"].isdigit()
+    assert "DSV4_SEED" not in os.environ and os.environ["DSV4_TEST_RUN_DIR"] == str(tmp_path)
+    monkeypatch.delenv("DSV4_TEST_RUN_DIR")  # a seed, no folder: a folder is made, the seed kept
+    monkeypatch.setenv("DSV4_SEED", "7")
+    try:
+        with one_test_run():
+            made = os.environ["DSV4_TEST_RUN_DIR"]
+            assert Path(made).is_dir() and os.environ["DSV4_SEED"] == "7"
+            raise KeyboardInterrupt  # however the block ends
+    except KeyboardInterrupt:
+        pass
+    assert not Path(made).exists() and "DSV4_TEST_RUN_DIR" not in os.environ and os.environ["DSV4_SEED"] == "7"
