@@ -40,3 +40,9 @@ def test_trailers_accumulate_and_status_shows_each_target_whole():
     hw = {p["name"]: p["hardware"] for s in rows for p in s["patches"]}
     assert hw["encode-e4m3-with-integer-ops-in-the-dsv4-triton-cache-writer.patch"] == ["gfx936 (DCU builds of vLLM with DTK)"]
     assert hw["run-modelopt-nvfp4-experts-on-deepgemm-s-nvfp4-megamoe.patch"] == ["B200 (sm_100)"]
+
+
+def test_the_status_table_shows_the_note_as_written():
+    r = CliRunner().invoke(app, ["status", "vllm@v0.34.0", "--wide", "--project", str(ROOT)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "gfx936 (DCU builds of vLLM with DTK)" in r.output and "(DCU,builds" not in r.output
