@@ -123,11 +123,9 @@ def bump_stack(root: Path, stack: str, run: Runner, *, regress: bool, base_branc
     except SourceError as e:
         emit(f"::warning::{stack}: upstream unavailable, not bumped ({e.one_line()})")
         return {"stack": stack, "action": "unavailable"}
-    if rep.status == "carried":
-        emit(f"::notice::{stack}: {rep.new['label']} is carried already as {rep.new['carried_as']}; nothing to do")
-        return {"stack": stack, "action": "none", "seconds": round(rep.seconds, 1)}
-    if rep.status == "current" or rep.new["commit"] == rep.old["commit"]:
-        emit(f"::notice::{stack}: already at {rep.new['label']}")
+    if rep.status in ("current", "carried") or rep.new["commit"] == rep.old["commit"]:
+        emit(f"::notice::{stack}: {rep.new['label']} is carried already as {rep.new['carried_as']}; nothing to do"
+             if rep.status == "carried" else f"::notice::{stack}: already at {rep.new['label']}")
         return {"stack": stack, "action": "none", "seconds": round(rep.seconds, 1)}
     md, _ = write_bump(rep, out / f"{stack}.bump-report.md")
     patch_dir = str(cfg.patch_dir.relative_to(project.root))

@@ -63,6 +63,10 @@ def message_problem(line: str) -> str | None:
 STATUS_RE = re.compile(
     r"^(?P<kind>Pending|Submitted|Backport|Inappropriate|Accepted)(?:\s+(?P<arg>.*))?$"
 )
+FIELD_RE = re.compile(r"^(Upstream-Status|Regression-Test|Hardware|Drop-When|Patch-Filename):[ \t]*(.*)$")
+HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
 def hardware_items(value: str) -> list[str]:
     """`Hardware:` targets, separated by commas or spaces; a parenthesized note stays with the
     target before it, as written: `gfx936 (DCU builds of vLLM with DTK), B200` is two items, the
@@ -86,10 +90,6 @@ def hardware_items(value: str) -> list[str]:
         cur += ch
     flush(cur)  # an unclosed note is kept as written
     return items
-
-
-FIELD_RE = re.compile(r"^(Upstream-Status|Regression-Test|Hardware|Drop-When|Patch-Filename):[ \t]*(.*)$")
-HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 @dataclass(frozen=True)
