@@ -13,7 +13,8 @@
 # Upstream archives: the tool's cache (DSV4_PATCH_CACHE) must hold the pinned sdists/wheels where the
 # machine reaches no registry: copy them into "$DSV4_PATCH_CACHE/archives/" first. GPU_COMMIT names the
 # commit the tree is (the device's copy has no .git); GPU_LABELS="vllm@v0.34.0 sglang" narrows step 1;
-# GPU_SKIP_FILES=1 skips step 2. Exit status: 0 when every step passed and each ran at least one
+# GPU_SKIP_REGRESS=1 skips step 1 (kernel test files only: no upstream archives needed); GPU_SKIP_FILES=1
+# skips step 2. Exit status: 0 when every step passed and each ran at least one
 # test that passed (all skipped is not green on a GPU machine), 1 otherwise (each step still runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,7 @@ from dsv4_patch.config import load_project
 print(" ".join(c.selector for c in load_project(".").targets(None, None)))  # one release each (a bare "vllm" is all)
 EOF
 )}
+[ -n "${GPU_SKIP_REGRESS:-}" ] && labels=
 summary="$OUT/logs/summary.tsv"
 : >"$summary"
 for label in $labels; do
