@@ -1,6 +1,7 @@
-"""Compile level: the vendored NVFP4 MegaMoE kernel (`impls/sm100_fp4_fp4_mega_moe.cuh`, the DeepGEMM tree the
-deepgemm stack builds: vLLM's vendored 2.8.1) instantiated at DeepSeek V4 Pro's shapes, compiled for the
-family target `sm_100f` as DeepGEMM's JIT does, and its SASS read for the block-16 NVFP4 MMA.
+"""Compile level: the vendored NVFP4 MegaMoE kernels (`impls/sm100_nvfp4_mega_moe.cuh`, the one the DeepSeek V4
+patch wires, and `impls/sm100_fp4_fp4_mega_moe.cuh`; the DeepGEMM tree the deepgemm stack builds: vLLM's vendored
+2.8.1) instantiated at DeepSeek V4 Pro's shapes, compiled for the family target `sm_100f` as DeepGEMM's JIT
+does, and their SASS read for the block-16 NVFP4 MMA.
 
 - DSV4 Pro: hidden 7168, intermediate 3072, 384 routed experts, top-6; expert parallelism over 8 ranks
   (48 local experts), 148 SMs (B200); SwiGLU clamp 10; routed only (its FP8 shared expert cannot be fused
@@ -100,6 +101,45 @@ def test_dsv4_pro_instantiation_compiles_for_sm_100f_with_the_block16_mma(tree, 
     assert "UTCOMMA.2CTA.4X" in found, found  # kind::mxf4nvf4, block 16, two CTAs
     assert not any(m.startswith("UTCQMMA") for m in found), found  # no MXF8F6F4 (the field's garbled path)
     assert ("UTCHMMA.2CTA" in found) == bool(shared_experts), found  # BF16 shared expert only when fused
+    assert re.search(r"\bLOCAL:0\b", usage), usage
+
+
+NVFP4_HEADER = "deep_gemm/impls/sm100_nvfp4_mega_moe.cuh"
+
+
+def nvfp4_instantiation(shared: str | None, clamp: float = 10.0) -> str:
+    """`sm100_nvfp4_mega_moe_impl` (the kernel vLLM's MEGA_MOE_NVFP4 launches, and so the one the DeepSeek V4
+    patch wires) at DSV4 Pro's shapes; `shared`: None, "mxfp8" (DSV4 Pro's FP8 shared expert, fused) or
+    "bf16". Same tile configuration as above; per-token activation scales on (kUseXScales), clamp before
+    SiLU, no compact dispatch, batched SF pulls or decode shape (the plainest instance)."""
+    dtype = {None: "cutlass::float_e4m3_t", "mxfp8": "cutlass::float_e4m3_t", "bf16": "cutlass::bfloat16_t"}[shared]
+    args = [256, DSV4_PRO["hidden"], DSV4_PRO["intermediate"], DSV4_PRO["experts"], int(shared is not None),
+            DSV4_PRO["topk"],
+            128, 128, 256, 32, 128, 128, 1024, 1024, 6, 512,  # tiles, SF blocks, rings, stages, pull bytes
+            128, 128, 256, SMS, RANKS,                       # dispatch / MMA / epilogue threads
+            f"{clamp}f", "false", "1.0f", "0.0f", "true",    # clamp, clamp after SiLU, alpha, beta, fast math
+            "cutlass::float_e2m1_t", dtype, 128,             # routed weights, shared dtype, SHARED_BLOCK_K
+            "true", "false", "false", "false"]               # x scales, compact dispatch, batched SF, decode
+    return (f"#include <{NVFP4_HEADER}>\nusing namespace deep_gemm;\nstatic void __instantiate_kernel() {{\n"
+            f"    auto ptr = reinterpret_cast<void*>(&sm100_nvfp4_mega_moe_impl<\n        "
+            + ",\n        ".join(map(str, args)) + "\n    >);\n}\n")
+
+
+@pytest.mark.parametrize("shared", [None, "mxfp8"], ids=["routed-only", "fused-mxfp8-shared"])
+def test_dsv4_pro_nvfp4_mega_moe_compiles_for_sm_100f_with_the_block16_mma(tree, tmp_path, shared):
+    """The wired kernel: the routed experts on the 2-CTA block-16 NVFP4 MMA; DSV4 Pro's FP8 shared expert,
+    fused as MXFP8, on the MXF8F6F4 MMA (`UTCQMMA`) and only when fused; no local memory."""
+    _nvcc(), _cuobjdump()
+    if not (tree / "deep_gemm/include" / NVFP4_HEADER).is_file():
+        pytest.fail(f"{tree}: the deepgemm tree has no {NVFP4_HEADER}")
+    r, cubin = compile_(tree, nvfp4_instantiation(shared), "sm_100f", tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    text, usage = sass(cubin)
+    assert re.search(r"sm100_nvfp4_mega_moe_implILj256ELj7168ELj3072ELj384ELj%dELj6E" % int(shared is not None), text)
+    found = mmas(text)
+    assert "UTCOMMA.2CTA.4X" in found, found
+    assert any(m.startswith("UTCQMMA") for m in found) == (shared == "mxfp8"), found
+    assert not any(m.startswith("UTCHMMA") for m in found), found  # no BF16 MMA: the shared expert stays FP8
     assert re.search(r"\bLOCAL:0\b", usage), usage
 
 
