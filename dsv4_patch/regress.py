@@ -304,7 +304,26 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
     """Run pytest on `nodes` in a child process; returns (exit code, outcome per node id). `fresh`:
     the tests read no check result an earlier run stored (RESULT_CACHE_ENV). Bounded by
     DSV4_REGRESS_TIMEOUT when set (the scheduled bump sets it from its budget): past it the run
-    and its children are stopped and the run is an error (no verdict), naming the variable."""
+    and its children are stopped and the run is an error (no verdict), naming the variable.
+
+    A test file that does not import (torch missing in this venv) is a verdict for its own ids (failed,
+    with the reason), never for the others: pytest refuses a whole command line whose node id lies in
+    such a file ("found no collectors"), so the ids in the files that did import run once more."""
+    rc, outcomes = _run_pytest_once(root, nodes, env_extra, marker=marker, pytest_args=pytest_args, log=log,
+                                    fresh=fresh)
+    broken = {k for k, o in outcomes.items() if o.get("why", "").startswith("collection error")}
+    if broken:
+        rest = [n for n in nodes if n.split("::")[0] not in broken and match(n, outcomes)[0] == "missing"]
+        if rest:
+            _, more = _run_pytest_once(root, rest, env_extra, marker=marker, pytest_args=pytest_args, log=log,
+                                       fresh=fresh)
+            outcomes.update(more)
+        rc = 1  # tests failed: those whose files did not import
+    return rc, outcomes
+
+
+def _run_pytest_once(root: Path, nodes: list[str], env_extra: dict[str, str], *, marker: str | None,
+                     pytest_args: tuple[str, ...], log, fresh: bool) -> tuple[int, dict[str, dict]]:
     with tempfile.TemporaryDirectory() as td:
         results_file = Path(td) / "results.json"
         from .locks import child_spawn  # the stack locks we hold reach the child (locks.py)
@@ -316,8 +335,12 @@ def run_pytest(root: Path, nodes: list[str], env_extra: dict[str, str], *, marke
             env[RESULT_CACHE_ENV] = "run"
         engine = str(Path(__file__).resolve().parents[1])  # so `-p dsv4_patch.pytest_results` imports
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), engine, env.get("PYTHONPATH")]))
+        # --continue-on-collection-errors: with file or folder ids, one file that does not import (torch
+        # missing in this venv) would stop the session and leave every other file's tests "missing"
+        # (node ids inside such a file are refused outright: run_pytest runs the others again).
         argv = [sys.executable, "-m", "pytest", "-p", "dsv4_patch.pytest_results", "-p", "no:cacheprovider",
-                "-p", "no:xdist", "-q", "-rs", *own_basetemp(td, pytest_args, env_extra), *(["-m", marker] if marker else []),
+                "-p", "no:xdist", "-q", "-rs", "--continue-on-collection-errors",
+                *own_basetemp(td, pytest_args, env_extra), *(["-m", marker] if marker else []),
                 *pytest_args, *nodes]
         limit = regress_timeout()
         rc, timed_out = run_bounded(argv, limit, cwd=root, env=env, pass_fds=fds,

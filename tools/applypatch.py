@@ -710,7 +710,9 @@ def regress(
             rep = api.regress(proj, stacks, releases=release, out=out_dir, bisect=bisect, marker=marker,
                               pytest_args=tuple(shlex.split(pytest_args)), log=sys.stderr, progress=_progress(as_json),
                               fresh=fresh or bool(record))
-        recorded = api.record_levels(proj, rep, record.split(","), hardware, out=out_dir) if record else []
+        # A run whose tests could not import what they need says nothing about the patches: no record.
+        unrecorded = record and rep.missing_modules
+        recorded = api.record_levels(proj, rep, record.split(","), hardware, out=out_dir) if record and not unrecorded else []
     except Dsv4Error as e:
         _fail(e, as_json)
     _VIEW.stop()
@@ -736,6 +738,12 @@ def regress(
         if rep.first_bad:
             out.print(f"[red]first failing patch:[/red] {escape(rep.first_bad[0])}/{escape(rep.first_bad[1])}",
                       highlight=False)
+    if unrecorded:  # after the table (or --json's one object): stderr says why, one line
+        module, cmd = next(iter(rep.missing_modules.items()))
+        e = Dsv4Error(f"not recorded: the tests could not import {module} (missing here: "
+                      + ", ".join(rep.missing_modules) + ")", hint=f"install it with: {cmd}, then record again")
+        err.print(f"[red]error:[/red] {escape(e.one_line())}", highlight=False)
+        raise typer.Exit(e.exit_code)
     if rep.ok and require_verified and not getattr(rep, "verified", True):
         err.print("[yellow]unverified:[/yellow] " + escape("; ".join(f"{p} ({why})" for p, why in rep.unverified.items())),
                   highlight=False)

@@ -117,3 +117,27 @@ def test_all_skipped_is_not_verified_per_patch_and_record_keeps_the_passed_patch
     matrix = json.loads(cli(env, "status", "--matrix", "--json", check=0).stdout)[0]["patches"]
     cells = {r["patch"]: r["levels"].get("integration", []) for r in matrix}
     assert cells["three.patch"][0]["status"] == "passed" and cells["gpu.patch"] == []  # no "!cpu"
+
+
+def test_one_file_that_does_not_import_leaves_the_other_files_tests_run_and_nothing_is_recorded(env, cli):
+    """A test file whose module is missing (torch in a venv without it) must not turn another patch's tests,
+    in another file, into "missing" (pytest stops at a collection error unless told to go on), and a run
+    that could not import what the tests need is not evidence about the patches: `--record` writes nothing
+    and says why in one line with the install command."""
+    tests = env.root / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test_needs_module.py").write_text("import dsv4_no_such_module_xyz\n\ndef test_a():\n    pass\n")
+    (tests / "test_plain.py").write_text("def test_b():\n    pass\n")
+    _author(env, "[DSV4] One", {"src/a.py": numbered(60).replace("line 3\n", "line three\n")},
+            ["tests/test_needs_module.py::test_a"])
+    _author(env, "[DSV4] Two", {"src/b.py": numbered(60).replace("line 7\n", "line seven\n")},
+            ["tests/test_plain.py::test_b"])
+    rep = json.loads(cli(env, "regress", "--json", check=1).stdout)
+    outcomes = {r["patch"]: r["outcome"] for r in rep["patches"]}
+    assert sorted(outcomes.values()) == ["failed", "passed"], rep["patches"]  # not "missing"
+    results = sorted(p for p in env.root.rglob("results/*.json"))
+    p = cli(env, "regress", "--record", "integration", "--hardware", "cpu", check=1)
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "not recorded" in errors[0] and "dsv4_no_such_module_xyz" in errors[0], p.stderr
+    assert "pip install" in errors[0]
+    assert sorted(p for p in env.root.rglob("results/*.json")) == results  # nothing written
