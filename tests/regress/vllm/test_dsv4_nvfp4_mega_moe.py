@@ -27,7 +27,7 @@ def test_modelopt_nvfp4_tensors_load(vllm_check):
 
 
 def test_refusals(vllm_check):
-    """nvcc 12.8 (no .block16) and different w1/w3 global scales are refused in one line."""
+    """A JIT nvcc 12.8 (DeepGEMM needs 12.9) and different w1/w3 global scales are refused in one line."""
     assert_ok(vllm_check(CHECK), "old_nvcc_refused", "different_w1_w3_scales_refused")
 
 

@@ -1,9 +1,12 @@
 """vllm (DeepSeek V4 NVFP4 MegaMoE): what `--moe-backend deep_gemm_mega_moe` builds for a DeepSeek V4
 checkpoint whose routed experts are ModelOpt NVFP4, with the real DeepseekV4MoE, DeepseekV4Model's
 loader and DeepGemmMegaMoEExperts on CPU. Stand-ins only for what a CPU lacks: an SM100 device
-(the platform object deep_gemm_mega_moe asks), a one-rank EP/TP group, and the nvcc DeepGEMM's
-JIT would run (a script printing its release, found through CUDA_HOME / DG_JIT_NVCC_COMPILER as
-vLLM looks for it). No kernel runs. Also runs the patched tree's
+(the platform object deep_gemm_mega_moe asks), a one-rank EP/TP group, DeepGEMM importable on a
+GPU it supports (vllm.utils.deep_gemm's has_deep_gemm and support_deep_gemm, as upstream's
+tests/utils_/test_deep_gemm_utils.py stubs them), and the nvcc DeepGEMM's JIT would run (a script
+printing its release, found through CUDA_HOME / DG_JIT_NVCC_COMPILER as vLLM looks for it, where
+the tree reads it: vLLM 0.34.0's is_deep_gemm_supported, or the v0.33.0 series' backport). No
+kernel runs. Also runs the patched tree's
 tests/models/test_deepseek_v4_nvfp4_mega_moe.py in this venv.
 
 Weights are drawn from torch generators seeded with the expert index (0..3): fixed, printed below."""
@@ -27,6 +30,7 @@ from _harness import check, report
 import vllm.distributed.parallel_state as parallel_state  # noqa: E402
 import vllm.model_executor.layers.fused_moe.deep_gemm_mega_moe as mega_moe  # noqa: E402
 import vllm.models.deepseek_v4.nvidia.model as dsv4  # noqa: E402
+import vllm.utils.deep_gemm as deep_gemm_utils  # noqa: E402
 
 print("seeds: torch.Generator().manual_seed(expert) for experts 0..3", flush=True)
 
@@ -36,6 +40,9 @@ GROUP = SimpleNamespace(world_size=1, rank_in_group=0)
 # What a CPU lacks, at the names upstream's own tests patch.
 mega_moe.current_platform = SimpleNamespace(
     device_type="cpu", is_device_capability_family=lambda cap, device_id=0: cap == 100)
+deep_gemm_utils.has_deep_gemm = lambda: True
+deep_gemm_utils.current_platform.support_deep_gemm = lambda: True
+os.environ["VLLM_USE_DEEP_GEMM"] = "1"
 dsv4.get_ep_group = lambda: GROUP
 dsv4.get_tensor_model_parallel_world_size = lambda: 1
 parallel_state.get_tp_group = lambda: GROUP
@@ -108,11 +115,9 @@ def old_nvcc_refused():
     try:
         build_moe("NVFP4")
     except NotImplementedError as e:
-        assert "12.9" in str(e) and "12.8" in str(e), f"refused for another reason: {e}"
+        assert "12.9" in str(e), f"refused for another reason: {e}"
     else:
         raise AssertionError("an NVFP4 MegaMoE was built with nvcc 12.8 (no .block16)")
-    use_nvcc("12.8")
-    build_moe(None)  # MXFP4 checkpoints do not need it
 
 
 class OneLayer(nn.Module):
