@@ -190,7 +190,7 @@ def _remember(cfg: StackConfig, g: Git, patch: PatchFile, pre: str, key: str, ro
 
     data, _ = strip_trailer(g.format_patch(f"{pre}..{_first_after(g, pre)}"))
     existed = resolutions.path_for(cfg, patch.name, key).exists()
-    stored = resolutions.store(cfg, patch.name, key, data)
+    stored = resolutions.store(cfg, patch.name, key, data, patch.raw)
     if not existed:  # --abort takes back what this attempt added (and only that)
         log = g.path / ".git" / RECORDED
         try:
@@ -240,6 +240,7 @@ def _forget_recorded(tree: Path) -> list[Path]:
             f = Path(e["path"])
             if f.is_file() and hashlib.sha256(f.read_bytes()).hexdigest() == e["sha256"]:
                 f.unlink()
+                resolutions.source_path(f).unlink(missing_ok=True)
                 gone.append(f)
                 if f.parent.is_dir() and not any(f.parent.iterdir()):
                     f.parent.rmdir()
@@ -265,9 +266,9 @@ def _reuse(cfg: StackConfig, g: Git, patch: PatchFile, root: Path) -> str | None
     candidates = ([exact] if exact else []) + [r for r in resolutions.recorded(cfg, patch.name) if r != exact]
     for found in candidates:
         diff = _read_resolution(found, patch)
-        if found != exact and _foreign_paths(patch, diff):
-            # recorded for an earlier version of the patch that changed other files (the patch was
-            # edited since): not a resolution of this version; it is never laid, and not an error
+        if found != exact and (_foreign_paths(patch, diff) or not resolutions.same_version(found, patch)):
+            # recorded for an earlier version of the patch (edited since): not a resolution of this
+            # version; laying it would undo the edit. It is never laid, and not an error
             continue
         _refuse_foreign(patch, found, diff)
         if _fits(g, diff.raw):

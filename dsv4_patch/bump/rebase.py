@@ -136,8 +136,9 @@ def _resolution_mbox(stored: PatchFile, patch: PatchFile) -> bytes:
 
 def _reuse_resolution(g: Git, cfg: StackConfig, p: PatchFile, k: str) -> str | None:
     """Apply a remembered resolution: the one recorded for exactly this pre-image, else one recorded
-    for this patch against another pre-image whose hunks still apply by their context (an earlier
-    patch of the same round was resolved since, and now sits in the pre-image). Says which.
+    for this same version of the patch against another pre-image whose hunks still apply by their
+    context (an earlier patch of the same round was resolved since, and now sits in the pre-image).
+    Says which.
     Each is read and checked as apply checks it (resolutions.read, refuse_foreign: it can arrive
     in a pull request); one recorded for an earlier version of the patch that changed other files
     is passed over, as apply passes it over."""
@@ -145,8 +146,8 @@ def _reuse_resolution(g: Git, cfg: StackConfig, p: PatchFile, k: str) -> str | N
     exact = resolutions.lookup(cfg, p.name, k)
     for found in ([exact] if exact else []) + [r for r in resolutions.recorded(cfg, p.name) if r != exact]:
         stored = resolutions.read(found, p)
-        if found != exact and resolutions.foreign_paths(p, stored):
-            continue
+        if found != exact and (resolutions.foreign_paths(p, stored) or not resolutions.same_version(found, p)):
+            continue  # recorded for another version of the patch: laying it would undo the edit
         resolutions.refuse_foreign(p, found, stored)
         if _am(g, _resolution_mbox(stored, p), threeway=False):
             rel = str(found.relative_to(root)) if found.is_relative_to(root) else str(found)
@@ -468,7 +469,7 @@ def record_resolutions(project: Project, stack: str, *, out: Path | None = None)
                             "why": f"expected one resolved commit on top of the pre-image, found {n}"})
             continue
         data, _ = strip_trailer(g.format_patch(f"{meta['pre']}..HEAD"))
-        stored = resolutions.store(cfg, patch.name, meta["key"], data)
+        stored = resolutions.store(cfg, patch.name, meta["key"], data, patch.raw)
         conflicts.mark_recorded(d, str(stored.relative_to(project.root)))
         results.append({"patch": patch.name, "tree": str(d), "recorded": str(stored.relative_to(project.root)),
                         "why": ""})

@@ -44,13 +44,31 @@ def lookup(cfg: StackConfig, patch_name: str, k: str) -> Path | None:
     return p if p.is_file() else None
 
 
-def store(cfg: StackConfig, patch_name: str, k: str, data: bytes) -> Path:
+def store(cfg: StackConfig, patch_name: str, k: str, data: bytes, patch_raw: bytes) -> Path:
+    """Write a resolution, and beside it (`.source`) the sha256 of the patch version it resolves:
+    what lets a later bump lay it against another pre-image (same_version) and never for an
+    edited patch."""
     p = path_for(cfg, patch_name, k)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(p)
+    for f, content in ((source_path(p), f"sha256 {hashlib.sha256(patch_raw).hexdigest()}\n".encode()), (p, data)):
+        tmp = f.with_suffix(f.suffix + ".tmp")
+        tmp.write_bytes(content)
+        tmp.replace(f)
     return p
+
+
+def source_path(resolution: Path) -> Path:
+    return resolution.with_suffix(".source")
+
+
+def same_version(resolution: Path, patch: PatchFile) -> bool:
+    """Whether `resolution` was recorded for exactly these patch bytes. One with no `.source` (recorded
+    before it was kept) answers no: only its exact key (which hashes the patch bytes) can use it."""
+    try:
+        recorded_for = source_path(resolution).read_text().split()
+    except OSError:
+        return False
+    return recorded_for == ["sha256", hashlib.sha256(patch.raw).hexdigest()]
 
 
 def recorded(cfg: StackConfig, patch_name: str) -> list[Path]:

@@ -92,3 +92,28 @@ def test_resolutions_recorded_in_one_round_are_reused_in_the_next(benv):
     assert "another pre-image" in rep.outcomes[1].evidence and "another" not in rep.outcomes[0].evidence
     text = (benv.root / "patches/demo/pb.patch").read_text()
     assert "+line 50 upstream pB" in text
+
+
+def test_a_resolution_recorded_for_an_earlier_version_of_the_patch_is_never_applied_by_context(benv):
+    """The context fallback above is for the same patch meeting another pre-image. A patch edited
+    since its resolution was recorded (same name, other bytes) is another patch: laying the old
+    resolution would carry the old change and silently drop the edit (seen: a reworked vLLM patch
+    carried to 0.34.0 as its previous version). It conflicts instead, and the edit stays."""
+    a = edit(numbered(60), "line 10\n", "line 10 pA\n")
+    benv.author({"src/a.py": a}, "[DSV4] pA")
+    benv.author({"src/a.py": edit(a, "line 50\n", "line 50 pB\n")}, "[DSV4] pB")
+    up = edit(edit(numbered(60), "line 10\n", "line 10 upstream\n"), "line 50\n", "line 50 upstream\n")
+    benv.up.write("src/a.py", up)
+    new = benv.up.commit("upstream changes both lines")
+    assert [o.status for o in run(benv, new).outcomes] == ["conflict", "conflict"]
+    trees = sorted((benv.out / "demo.bump-conflicts").iterdir())
+    (trees[0] / "src/a.py").write_text(edit(up, "line 10 upstream\n", "line 10 upstream pA\n"))
+    (trees[1] / "src/a.py").write_text(edit(up, "line 50 upstream\n", "line 50 upstream pB\n"))
+    assert all(r["recorded"] for r in record_resolutions(load_project(benv.root), "demo", out=benv.out))
+    pb = benv.root / "patches/demo/pb.patch"
+    pb.write_text(pb.read_text().replace("+line 50 pB\n", "+line 50 pB edited\n"))  # pB, version 2
+    toml = (benv.root / "patches/stacks.toml").read_text()
+    rep = run(benv, new, force=True)
+    assert [o.status for o in rep.outcomes] == ["resolved", "conflict"], [(o.status, o.evidence) for o in rep.outcomes]
+    assert "+line 50 pB edited" in pb.read_text() and "upstream pB" not in pb.read_text()
+    assert (benv.root / "patches/stacks.toml").read_text() == toml  # the pin stays
