@@ -69,17 +69,22 @@ def test_cli_exit_codes_json_and_annotations(benv):
     assert ok.exit_code == 0 and "applies at every step" in ok.stdout
 
 
-def test_resolutions_recorded_in_one_round_are_reused_in_the_next(benv):
-    """Two patches of one file both conflict. Each is resolved in its own conflict tree (the second
-    without the first, which was skipped) and both are recorded at once. Next bump: the first is
-    reused exactly; the second meets a pre-image that now holds the first, so its key differs, and
-    its recorded hunks are applied by their context instead of conflicting again."""
+def _two_patches_of_one_file_both_conflicting(benv) -> tuple[str, str]:
+    """pA and pB change lines 10 and 50 of one file; upstream changes both lines: (upstream text, commit)."""
     a = edit(numbered(60), "line 10\n", "line 10 pA\n")
     benv.author({"src/a.py": a}, "[DSV4] pA")
     benv.author({"src/a.py": edit(a, "line 50\n", "line 50 pB\n")}, "[DSV4] pB")
     up = edit(edit(numbered(60), "line 10\n", "line 10 upstream\n"), "line 50\n", "line 50 upstream\n")
     benv.up.write("src/a.py", up)
-    new = benv.up.commit("upstream changes both lines")
+    return up, benv.up.commit("upstream changes both lines")
+
+
+def test_resolutions_recorded_in_one_round_are_reused_in_the_next(benv):
+    """Two patches of one file both conflict. Each is resolved in its own conflict tree (the second
+    without the first, which was skipped) and both are recorded at once. Next bump: the first is
+    reused exactly; the second meets a pre-image that now holds the first, so its key differs, and
+    its recorded hunks are applied by their context instead of conflicting again."""
+    up, new = _two_patches_of_one_file_both_conflicting(benv)
     rep = run(benv, new)
     assert [o.status for o in rep.outcomes] == ["conflict", "conflict"]
     trees = sorted((benv.out / "demo.bump-conflicts").iterdir())
@@ -99,12 +104,7 @@ def test_a_resolution_recorded_for_an_earlier_version_of_the_patch_is_never_appl
     since its resolution was recorded (same name, other bytes) is another patch: laying the old
     resolution would carry the old change and silently drop the edit (seen: a reworked vLLM patch
     carried to 0.34.0 as its previous version). It conflicts instead, and the edit stays."""
-    a = edit(numbered(60), "line 10\n", "line 10 pA\n")
-    benv.author({"src/a.py": a}, "[DSV4] pA")
-    benv.author({"src/a.py": edit(a, "line 50\n", "line 50 pB\n")}, "[DSV4] pB")
-    up = edit(edit(numbered(60), "line 10\n", "line 10 upstream\n"), "line 50\n", "line 50 upstream\n")
-    benv.up.write("src/a.py", up)
-    new = benv.up.commit("upstream changes both lines")
+    up, new = _two_patches_of_one_file_both_conflicting(benv)
     assert [o.status for o in run(benv, new).outcomes] == ["conflict", "conflict"]
     trees = sorted((benv.out / "demo.bump-conflicts").iterdir())
     (trees[0] / "src/a.py").write_text(edit(up, "line 10 upstream\n", "line 10 upstream pA\n"))

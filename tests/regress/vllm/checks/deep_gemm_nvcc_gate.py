@@ -10,11 +10,10 @@ import atexit
 import os
 import shutil
 import stat
-import sys
 import tempfile
 from pathlib import Path
 
-from _harness import check, report
+from _harness import check, report, run_tree_tests
 
 import vllm.utils.deep_gemm as deep_gemm_utils  # noqa: E402
 
@@ -50,17 +49,7 @@ def old_or_missing_nvcc_disables_deep_gemm():
 @check
 def upstream_tests():
     """The tree's tests/utils_/test_deep_gemm_utils.py, here with pytest."""
-    tree = Path(os.environ["DSV4_TREE_VLLM"])
-    pytest_path = os.environ.get("DSV4_PYTEST_PATH")
-    if pytest_path:
-        sys.path.append(pytest_path)
-    import pytest
-
-    test = tree / "tests" / "utils_" / "test_deep_gemm_utils.py"
-    assert test.is_file(), f"{test.relative_to(tree)} is missing"
-    rc = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "--noconftest", "--rootdir",
-                      str(test.parent), "-W", "ignore::DeprecationWarning"])
-    assert rc == 0, f"pytest exit {rc} on {test.relative_to(tree)}"
+    run_tree_tests("tests/utils_/test_deep_gemm_utils.py")
 
 
 report()

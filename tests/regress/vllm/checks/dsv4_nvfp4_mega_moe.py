@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn as nn
 
-from _harness import check, report
+from _harness import check, report, run_tree_tests
 
 import vllm.distributed.parallel_state as parallel_state  # noqa: E402
 import vllm.model_executor.layers.fused_moe.deep_gemm_mega_moe as mega_moe  # noqa: E402
@@ -185,17 +185,7 @@ def different_w1_w3_scales_refused():
 @check
 def upstream_tests():
     """The patched tree's tests/models/test_deepseek_v4_nvfp4_mega_moe.py, here with pytest."""
-    tree = Path(os.environ["DSV4_TREE_VLLM"])
-    pytest_path = os.environ.get("DSV4_PYTEST_PATH")
-    if pytest_path:
-        sys.path.append(pytest_path)
-    import pytest
-
-    test = tree / "tests" / "models" / "test_deepseek_v4_nvfp4_mega_moe.py"
-    assert test.is_file(), f"{test.relative_to(tree)} is missing"
-    rc = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "--noconftest", "--rootdir",
-                      str(test.parent), "-W", "ignore::DeprecationWarning"])
-    assert rc == 0, f"pytest exit {rc} on {test.relative_to(tree)}"
+    run_tree_tests("tests/models/test_deepseek_v4_nvfp4_mega_moe.py")
 
 
 report()

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
-from pathlib import Path
 
 import torch
 
 import _fake_amdsmi
-from _harness import check, report
+from _harness import check, report, run_tree_tests
 
 _fake_amdsmi.install()  # before vLLM resolves its platform: these checks run as ROCm
 
@@ -112,19 +110,10 @@ def widened_gfx9_stays_off_on_dcu():
 def upstream_gemm_tests():
     """The patched tree's test_rocm_unquantized_gemm.py (upstream's tests as the patch leaves them,
     plus the ones it adds), run here with pytest; pytest comes from the runner's environment."""
-    tree = Path(os.environ["DSV4_TREE_VLLM"])
-    pytest_path = os.environ.get("DSV4_PYTEST_PATH")
-    if pytest_path:
-        sys.path.append(pytest_path)
-    import pytest
-
     set_arch("gfx942")
     U.ops = __import__("vllm._custom_ops", fromlist=["ops"])  # the tests put their own mocks in
-    test = tree / "tests" / "model_executor" / "layers" / "test_rocm_unquantized_gemm.py"
     # *_real_kernel tests (v0.33.0) run the compiled ops on a ROCm GPU: not on this CPU.
-    rc = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "--noconftest", "--rootdir",
-                      str(test.parent), "-W", "ignore::DeprecationWarning", "-k", "not real_kernel"])
-    assert rc == 0, f"pytest exit {rc} on {test.relative_to(tree)}"
+    run_tree_tests("tests/model_executor/layers/test_rocm_unquantized_gemm.py", "-k", "not real_kernel")
 
 
 report()
