@@ -86,9 +86,8 @@ def test_dspark_attention_rounds_o_before_wo_a(sglang_probe):
 
 
 def test_switch_off_leaves_o_untouched(sglang_probe):
-    """Default (0 = off): wo_a gets the unrounded o and the fused RoPE+wo_a path stays in use."""
-    if os.environ.get("DSV4_INTENT"):  # no evidence for the patch (docs/patch-format.md)
-        pytest.skip("a guard that passes without the patch too: not an intent test")
+    """Default (0 = off): wo_a gets the unrounded o and the fused RoPE+wo_a path stays in use. A guard
+    (it passes on the pin too), so no Regression-Test of the patch (docs/patch-format.md)."""
     res = sglang_probe(True, 0)
     roped = _groups(res["o_roped"])
     _assert_equal_values(res["mqa"], roped, "MQALayer.forward with the switch off")

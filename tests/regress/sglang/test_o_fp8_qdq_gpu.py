@@ -40,6 +40,8 @@ G, D, BLOCK = 8, 4096, 32  # DeepSeek-V4 Flash: 64 heads x 512 in 8 o-groups
 
 
 def _kernel(tree: Path):
+    # the pin has no such file: an AssertionError (a bump reads it as `needed`), not a FileNotFoundError
+    assert (tree / KERNEL).is_file(), f"{KERNEL} is not in {tree}"
     spec = importlib.util.spec_from_file_location("_sglang_o_fp8_qdq_gpu", tree / KERNEL)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
