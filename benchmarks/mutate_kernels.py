@@ -50,6 +50,7 @@ TARGETS: dict[str, tuple[str, list[str], str]] = {
     "qdq-eager": ("kernels/o_fp8_qdq/torch_qdq.py", ["tests/kernels/test_o_fp8_qdq_kernel.py"], ""),
     "qdq-sglang": ("kernels/o_fp8_qdq/sglang_o_fp8_qdq.py", ["tests/kernels/test_o_fp8_qdq_kernel.py"],
                    "interpreter"),  # -k: the tests whose names say they run the interpreter
+    "qdq-sglang-cpu": ("kernels/o_fp8_qdq/sglang_o_fp8_qdq_cpu.py", ["tests/kernels/test_o_fp8_qdq_kernel.py"], ""),
     "fp8_ds_mla": ("kernels/fp8_ds_mla/naive.py", ["tests/kernels/test_fp8_ds_mla.py",
                                                    "tests/kernels/test_e4m3_decode.py",
                                                    "tests/kernels/test_e4m3_writer_scale.py"], ""),

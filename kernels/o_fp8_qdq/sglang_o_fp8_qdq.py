@@ -16,14 +16,12 @@ so that every path gives the same bits. The other blocks are not affected.
 
 On NVIDIA GPUs the hardware e4m3 conversion is used on sm89 and newer; on
 older ones (or when ``emulate`` is set) the same rounding is done in fp32:
-round half to even onto the e4m3 grid, signed zero kept. CPU tensors take an
-eager PyTorch path with the same arithmetic. ROCm, NPU and other devices are
-refused: this has not been run there. Only torch and triton are imported here.
+round half to even onto the e4m3 grid, signed zero kept. Other devices (CPU,
+ROCm, NPU, ...) are refused: this has not been run there. Only torch and triton
+are imported here.
 """
 
 import functools
-import os
-import struct
 
 import torch
 import triton
@@ -33,8 +31,6 @@ FP8_E4M3_MAX = tl.constexpr(448.0)
 # float32(1 / 448) and float32(1e-4), as bits, so every path uses the same values.
 _FP8_MAX_INV_BITS = tl.constexpr(0x3B124925)
 _AMAX_FLOOR_BITS = tl.constexpr(0x38D1B717)
-# The same value as a Python float (exact in fp32), for the eager CPU path.
-_FP8_MAX_INV = struct.unpack("<f", struct.pack("<I", _FP8_MAX_INV_BITS.value))[0]
 # |x| as fp32 bits at or above this (inf, NaN) makes its block NaN.
 _INF_BITS = tl.constexpr(0x7F800000)
 # What a block holding NaN or +-inf is written as (bf16 bits).
@@ -113,10 +109,6 @@ def _o_fp8_qdq_kernel(
 
 @functools.lru_cache(maxsize=None)
 def _hw_fp8_supported(device_index: int) -> bool:
-    # Under Triton's interpreter (tests of the kernel without a GPU) there is
-    # no hardware e4m3 conversion: the emulation runs.
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return False
     return torch.cuda.get_device_capability(device_index) >= (8, 9)
 
 
@@ -125,47 +117,6 @@ def _pick_chunk(rows: int, D: int, block: int) -> int:
     # smaller programs so a few rows still spread over the SMs.
     chunk = min(triton.next_power_of_2(D), 4096 if rows >= 2048 else 1024)
     return max(chunk, triton.next_power_of_2(block))
-
-
-def _ceil_log2_fp32_bits(r: torch.Tensor) -> torch.Tensor:
-    rb = r.view(torch.int32)
-    return ((rb >> 23) & 0xFF) - 127 + ((rb & 0x7FFFFF) != 0).to(torch.int32)
-
-
-def _e4m3_rne_fp32_torch(y: torch.Tensor) -> torch.Tensor:
-    bits = y.view(torch.int32)
-    sign = bits & -0x80000000
-    mag_bits = bits & 0x7FFFFFFF
-    e = torch.clamp((mag_bits >> 23) - 127, min=-6)
-    quantum = ((e - 3 + 127) << 23).view(torch.float32)
-    inv_quantum = ((127 - (e - 3)) << 23).view(torch.float32)
-    a = mag_bits.view(torch.float32) * inv_quantum
-    f = torch.floor(a)
-    frac = a - f
-    up = (frac > 0.5) | ((frac == 0.5) & ((f.to(torch.int32) & 1) == 1))
-    k = torch.where(up, f + 1.0, f)
-    return ((k * quantum).view(torch.int32) | sign).view(torch.float32)
-
-
-def _o_fp8_qdq_torch_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tensor:
-    T, G, D = o.shape
-    x = o.float().reshape(T, G, D // block, block)
-    # as in the kernel: amax on the bits of |x|, which also flags NaN and inf
-    amax_bits = (x.view(torch.int32) & 0x7FFFFFFF).amax(dim=-1, keepdim=True)
-    amax_bits = torch.clamp(amax_bits, min=_AMAX_FLOOR_BITS.value)
-    non_finite = amax_bits >= _INF_BITS.value
-    e = _ceil_log2_fp32_bits(amax_bits.view(torch.float32) * _FP8_MAX_INV)
-    s = ((e + 127) << 23).view(torch.float32)
-    inv_s = ((127 - e) << 23).view(torch.float32)
-    y = torch.clamp(x * inv_s, -FP8_E4M3_MAX.value, FP8_E4M3_MAX.value)
-    if emulate:
-        q = _e4m3_rne_fp32_torch(y)
-    else:
-        q = y.to(torch.float8_e4m3fn).float()
-    out = (q * s).to(torch.bfloat16).view(torch.int16)
-    out = torch.where(non_finite, _BF16_NAN_BITS.value, out)
-    o.copy_(out.view(torch.bfloat16).reshape(T, G, D))
-    return o
 
 
 def check_o_fp8_qdq_block(block: int, D: int) -> None:
@@ -199,12 +150,6 @@ def _check_args(o: torch.Tensor, block: int) -> None:
         raise ValueError(f"o must be bfloat16 (the wo_a input), got {o.dtype}")
     if o.numel() and o.stride(2) != 1:
         raise ValueError(f"o's last dim must be contiguous, got strides {o.stride()}")
-    if torch.version.hip is not None or o.device.type not in ("cuda", "cpu"):
-        raise NotImplementedError(
-            f"o FP8 QDQ has been verified on NVIDIA CUDA and CPU only, not on "
-            f"{'ROCm' if torch.version.hip is not None else o.device.type}; "
-            "unset SGLANG_DSV4_O_FP8_QDQ_BLOCK"
-        )
 
 
 # Read once: a ROCm build of torch reports its GPU tensors as CUDA tensors.
@@ -223,7 +168,7 @@ def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch
     ``emulate`` forces the fp32 emulation of the e4m3 rounding instead of the
     hardware conversion (which is used on CUDA sm89+ only). ``block`` must be a
     power of two dividing D. Raises ValueError on bad arguments and
-    NotImplementedError on devices other than NVIDIA CUDA and CPU.
+    NotImplementedError on devices other than NVIDIA CUDA GPUs.
     """
     shape = o.shape
     if (
@@ -256,21 +201,22 @@ def o_fp8_qdq_(o: torch.Tensor, block: int = 32, emulate: bool = False) -> torch
 
 def _o_fp8_qdq_checked_(o: torch.Tensor, block: int, emulate: bool) -> torch.Tensor:
     # o_fp8_qdq_ on a call its first branch does not take: the full checks,
-    # then the launch configuration is kept (CUDA), or the CPU paths.
+    # then the launch configuration is kept for the next call.
     _check_args(o, block)
+    if _IS_HIP or not o.is_cuda:
+        raise NotImplementedError(
+            "o FP8 QDQ has been verified on NVIDIA CUDA GPUs only, not on "
+            f"{'ROCm' if _IS_HIP else o.device.type}; "
+            "unset SGLANG_DSV4_O_FP8_QDQ_BLOCK"
+        )
     if o.numel() == 0:
         return o
     T, G, D = o.shape
-    interpret = os.environ.get("TRITON_INTERPRET") == "1"
-    if not (o.is_cuda or interpret):
-        return _o_fp8_qdq_torch_(o, block, emulate)
-    # TRITON_INTERPRET=1 sends CPU tensors through the Triton kernel, so that
-    # the kernel itself can be tested without a GPU.
-    hw = (not emulate) and o.is_cuda and _hw_fp8_supported(o.get_device())
+    device = o.get_device()
+    hw = (not emulate) and _hw_fp8_supported(device)
     chunk = _pick_chunk(T * G, D, block)
-    if o.is_cuda and type(block) is int:
-        key = (block, D, T * G >= 2048, o.get_device(), emulate)
-        _LAUNCH_CONFIGS[key] = (chunk, triton.cdiv(D, chunk), hw)
+    key = (block, D, T * G >= 2048, device, emulate)
+    _LAUNCH_CONFIGS[key] = (chunk, triton.cdiv(D, chunk), hw)
     _o_fp8_qdq_kernel[(T * G, triton.cdiv(D, chunk))](
         o,
         G,

@@ -2,9 +2,13 @@
 
 Implementations under test:
 - kernels/o_fp8_qdq/torch_qdq.py      eager torch, torch's e4m3 cast ("hw") and the fp32 emulation
-- kernels/o_fp8_qdq/sglang_o_fp8_qdq.py   the file the patch adds: its eager path for non-CUDA
-  tensors, its Triton kernel through TRITON_INTERPRET=1 (emulated rounding), and on a GPU its
-  Triton kernel with the hardware e4m3 conversion and with the emulation.
+- kernels/o_fp8_qdq/sglang_o_fp8_qdq.py   the file the patch adds (an operator for NVIDIA CUDA GPUs
+  only): on a GPU its Triton kernel with the hardware e4m3 conversion and with the emulation; on CPU
+  its argument checks and device refusals, and its Triton kernel under TRITON_INTERPRET=1 (emulated
+  rounding), launched by
+- kernels/o_fp8_qdq/sglang_o_fp8_qdq_cpu.py   the project's CPU harness around it (not in the patch):
+  the operator's argument checks, then its kernel under the interpreter, or else an eager torch path
+  in the kernel's bit-level arithmetic.
 
 Shapes are DeepSeek-V4 Flash's attention output before wo_a: o [T, G=8 groups, D=4096]
 (64 heads x 512 head dim / 8 o_groups), blocks of 32. Every comparison is on the bf16 bits
@@ -323,13 +327,13 @@ def test_torch_eager_matches_oracle(T, emulate):
 
 @pytest.mark.parametrize("T", TS_CPU + (4096,))
 @pytest.mark.parametrize("emulate", [False, True], ids=["cast", "emulated"])
-def test_patch_file_cpu_path_matches_oracle(T, emulate):
-    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+def test_cpu_harness_eager_path_matches_oracle(T, emulate):
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq_cpu import o_fp8_qdq_
 
     o, want, seed = case(T) if T != 4096 else case(**LARGE_T)
     x = o.clone()
     assert o_fp8_qdq_(x, BLOCK, emulate=emulate) is x
-    assert_same_bits(x, want, f"patch file (eager path) T={T} emulate={emulate}", seed)
+    assert_same_bits(x, want, f"CPU harness (eager path) T={T} emulate={emulate}", seed)
 
 
 def test_pow2_edges_are_planted():
@@ -350,21 +354,21 @@ def test_pow2_edges_are_planted():
 
 @pytest.mark.parametrize("emulate", [False, True], ids=["cast", "emulated"])
 def test_scale_exponent_next_to_powers_of_two_cpu(emulate):
-    """Eager torch and the patch file's CPU path on amax next to powers of two (make_pow2_o)."""
-    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+    """Eager torch and the CPU harness's eager path on amax next to powers of two (make_pow2_o)."""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq_cpu import o_fp8_qdq_
 
     o = make_pow2_o()
     want = oracle_bits(o)
     assert_same_bits(o_fp8_qdq_torch(o, BLOCK, emulate), want, "eager torch, pow2", POW2_SEED)
-    if os.environ.get("TRITON_INTERPRET") != "1":  # otherwise the wrapper runs the kernel (below)
-        assert_same_bits(o_fp8_qdq_(o.clone(), BLOCK, emulate), want, "patch file CPU path, pow2", POW2_SEED)
+    if os.environ.get("TRITON_INTERPRET") != "1":  # otherwise the harness runs the kernel (below)
+        assert_same_bits(o_fp8_qdq_(o.clone(), BLOCK, emulate), want, "CPU harness eager path, pow2", POW2_SEED)
 
 
 @pytest.mark.parametrize("emulate", [False, True], ids=["cast", "emulated"])
-def test_patch_file_cpu_path_non_finite_blocks(emulate):
+def test_cpu_harness_eager_path_non_finite_blocks(emulate):
     """The eager path on blocks holding NaN, +inf, -inf, both infinities, finite values among them:
     NaN (0x7FC0) in full, bit for bit with the oracle, neighbours untouched."""
-    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq_cpu import o_fp8_qdq_
 
     o = make_non_finite_o()
     x = o.clone()
@@ -386,6 +390,7 @@ NOT_POW2 = "^SGLANG_DSV4_O_FP8_QDQ_BLOCK={} is not a power of two"
     ((2, 64), 32, r"\[T, G, D\]"),
 ])
 def test_bad_arguments_fail_with_a_clear_message(shape, block, what):
+    """The operator itself, on CPU tensors: its argument checks come before its device check."""
     from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
 
     o = torch.ones(shape, dtype=torch.bfloat16)
@@ -399,7 +404,7 @@ def test_bad_arguments_fail_with_a_clear_message(shape, block, what):
 def test_other_power_of_two_blocks_match_oracle(block, shape):
     """The block is a setting: every power of two that divides D is valid, one value per block
     included (then x is rounded to e4m3 under its own scale)."""
-    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq_cpu import o_fp8_qdq_
 
     o = make_o(shape[0], 77, shape[1], max(shape[2], BLOCK))[..., :shape[2]].contiguous()
     o.view(-1)[0] = 450.0  # never left untouched: rounds to 448
@@ -436,7 +441,7 @@ def test_only_bf16_is_accepted(dtype):
 def test_cpu_path_builds_no_tensors_per_call(monkeypatch):
     """The eager path's two fp32 constants are module constants, not a torch.tensor(...) (and a
     .item()) built on every call."""
-    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq_cpu import o_fp8_qdq_
 
     o = make_o(3, 5, 2, 256)
     want = o_fp8_qdq_oracle(bits(o), BLOCK)
@@ -458,52 +463,52 @@ def test_non_contiguous_last_dim_is_refused():
 
 
 def test_devices_it_never_ran_on_are_refused(monkeypatch):
-    """ROCm and NPU/meta/other devices: refused with a message naming the switch, not run blind."""
-    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+    """The operator runs on NVIDIA CUDA GPUs only: CPU (under Triton's interpreter too), meta and ROCm
+    (read once, at import, as _IS_HIP) are refused with a message naming the switch, not run blind;
+    o is left as it was."""
+    from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
 
-    with pytest.raises(NotImplementedError, match="SGLANG_DSV4_O_FP8_QDQ_BLOCK"):
-        o_fp8_qdq_(torch.ones(2, 8, 64, dtype=torch.bfloat16, device="meta"), 32)
-    monkeypatch.setattr(torch.version, "hip", "6.3.0", raising=False)
-    with pytest.raises(NotImplementedError, match="ROCm"):
-        o_fp8_qdq_(torch.ones(2, 8, 64, dtype=torch.bfloat16), 32)
+    o = torch.ones(2, 8, 64, dtype=torch.bfloat16)
+    for interpret in ("0", "1"):
+        monkeypatch.setenv("TRITON_INTERPRET", interpret)
+        with pytest.raises(NotImplementedError, match="^o FP8 QDQ .* not on cpu; unset SGLANG_DSV4_O_FP8_QDQ_BLOCK"):
+            K.o_fp8_qdq_(o, 32)
+    with pytest.raises(NotImplementedError, match="not on meta; unset SGLANG_DSV4_O_FP8_QDQ_BLOCK"):
+        K.o_fp8_qdq_(o.to("meta"), 32)
+    monkeypatch.setattr(K, "_IS_HIP", True)
+    with pytest.raises(NotImplementedError, match="not on ROCm; unset SGLANG_DSV4_O_FP8_QDQ_BLOCK"):
+        K.o_fp8_qdq_(o, 32)
+    assert torch.equal(o, torch.ones_like(o))
 
 
 def test_hardware_conversion_is_chosen_from_sm89(monkeypatch):
-    """The hardware e4m3 conversion exists from sm89 (Ada) on; older GPUs and the interpreter take
-    the emulation. Checked on the capability lookup itself (no GPU needed)."""
+    """The hardware e4m3 conversion exists from sm89 (Ada) on; older GPUs take the emulation.
+    Checked on the capability lookup itself (no GPU needed)."""
     from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
 
     check = K._hw_fp8_supported.__wrapped__
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     for cap, want in [((8, 6), False), ((8, 9), True), ((9, 0), True), ((7, 5), False), ((12, 0), True)]:
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i, cap=cap: cap)
         assert check(0) is want, cap
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert check(0) is False
 
 
 def test_repeated_cuda_call_checks_once_and_launches_the_same(monkeypatch):
     """The eager launch cost: a CUDA call with a block, D and device seen before runs only O(1)
-    attribute checks before the launch (the block check, the capability lookup and the environment
-    are read on the first call only) and launches the same grid and configuration as the first call;
+    attribute checks before the launch (the block check and the capability lookup run on the first
+    call only) and launches the same grid and configuration as the first call;
     a new D, T range, emulate or a bad argument still takes the full checks. CUDA tensors are faked
     (FakeTensorMode), the launch is recorded, so no GPU is needed."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
 
-    calls = {"check": 0, "capability": 0, "environ": 0}
+    calls = {"check": 0, "capability": 0}
     launches = []
     real_check = K.check_o_fp8_qdq_block
 
     def check(block, d):
         calls["check"] += 1
         return real_check(block, d)
-
-    class Environ(dict):
-        def get(self, *a):
-            calls["environ"] += 1
-            return None
 
     class LaunchSpy:
         def __getitem__(self, grid):
@@ -514,7 +519,6 @@ def test_repeated_cuda_call_checks_once_and_launches_the_same(monkeypatch):
         return (9, 0)
 
     monkeypatch.setattr(K, "check_o_fp8_qdq_block", check)
-    monkeypatch.setattr(K, "os", type("os", (), {"environ": Environ()}))
     monkeypatch.setattr(K, "_o_fp8_qdq_kernel", LaunchSpy())
     monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
     monkeypatch.setattr(K, "_LAUNCH_CONFIGS", {}, raising=False)  # a fresh cache
@@ -552,8 +556,8 @@ def test_repeated_cuda_call_checks_once_and_launches_the_same(monkeypatch):
 def test_empty_and_idempotent():
     """T=0 is a no-op; QDQ of a QDQ'd tensor changes nothing (the second scale is never coarser, so
     every value is already on its grid). Blocks that overflowed to inf are zeroed first: inf is
-    outside the input contract."""
-    from kernels.o_fp8_qdq.sglang_o_fp8_qdq import o_fp8_qdq_
+    outside the input contract. (The CPU harness's eager path.)"""
+    from kernels.o_fp8_qdq.sglang_o_fp8_qdq_cpu import o_fp8_qdq_
 
     empty = torch.zeros(0, 8, 4096, dtype=torch.bfloat16)
     assert o_fp8_qdq_(empty, 32) is empty
@@ -572,15 +576,16 @@ def test_empty_and_idempotent():
 
 def _interpreter_worker(in_path: str, out_path: str) -> None:
     """Runs the patch file's kernel on every array of in_path (TRITON_INTERPRET=1 must be set before
-    triton.jit runs); writes the results to out_path."""
+    triton.jit runs), launched by the CPU harness; writes the results to out_path."""
     import triton
 
     from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
+    from kernels.o_fp8_qdq import sglang_o_fp8_qdq_cpu as W
 
     def no_eager(*args, **kwargs):
-        raise AssertionError("under TRITON_INTERPRET=1 the wrapper must run the Triton kernel")
+        raise AssertionError("under TRITON_INTERPRET=1 the harness must run the Triton kernel")
 
-    K._o_fp8_qdq_torch_ = no_eager  # what these tests check is the kernel, not the CPU fallback
+    W._o_fp8_qdq_torch_ = no_eager  # what these tests check is the kernel, not the eager path
     real, warps = K._o_fp8_qdq_kernel, []
 
     class LaunchSpy:  # records the launch configuration a GPU would get
@@ -596,9 +601,9 @@ def _interpreter_worker(in_path: str, out_path: str) -> None:
         t = torch.from_numpy(v.view(np.int16)).view(torch.bfloat16).clone()
         if k in ("strided", "strided_ragged"):
             view = t[:, :-1, 32:-32]  # [T, G, D] view of [T, G + 1, D + 64]
-            K.o_fp8_qdq_(view, 32, emulate=True)
+            W.o_fp8_qdq_(view, 32, emulate=True)
         elif k.startswith("far_"):  # a view whose last row lies 2^31 elements past its first
-            out[k] = _far_view_qdq(K.o_fp8_qdq_, t, k[4:])
+            out[k] = _far_view_qdq(W.o_fp8_qdq_, t, k[4:])
             continue
         elif k.startswith("chunk"):  # the kernel itself, at a chunk size the wrapper picks for other T
             chunk = int(k[5:])
@@ -606,7 +611,7 @@ def _interpreter_worker(in_path: str, out_path: str) -> None:
             K._o_fp8_qdq_kernel[(T * G, triton.cdiv(D, chunk))](
                 t, G, D, t.stride(0), t.stride(1), BLOCK=32, CHUNK=chunk, HW_FP8=False, num_warps=4)
         else:
-            K.o_fp8_qdq_(t, 32, emulate=True)
+            W.o_fp8_qdq_(t, 32, emulate=True)
         out[k] = t.view(torch.int16).numpy().view(np.uint16)
     out["num_warps"] = np.array(warps)
     np.savez(out_path, **out)

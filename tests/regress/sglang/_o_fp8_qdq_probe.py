@@ -15,7 +15,8 @@ What is real and what is stood in (the tests' docstrings repeat this):
   are not installed: a meta-path finder gives empty stub modules for those two names only, and only
   to imports made from sglang's own files (they are imported by unrelated multimodal code).
 - added: a CPU kernel for the patched tree's custom op `sglang::dsv4_o_fp8_qdq_` (it has a kernel for
-  the GPU's dispatch key only), the kernel module's own eager CPU path (`register_cpu_kernel`).
+  the GPU's dispatch key only, and the QDQ module refuses CPU tensors): the module's check of the
+  block, then the tree's o_fp8_qdq_reference, as in the patch's wiring test (`register_cpu_kernel`).
 """
 
 from __future__ import annotations
@@ -79,15 +80,19 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def register_cpu_kernel(dv4) -> torch.library.Library | None:
     """The patched tree's layers call the o FP8 QDQ through the custom op sglang::dsv4_o_fp8_qdq_,
-    which has a kernel for the GPU's dispatch key only; as in the patch's wiring test, the kernel
-    module's eager CPU path is registered as its CPU kernel, so the CPU forwards here reach
-    o_fp8_qdq_ through the dispatcher. Nothing on the pin (no op). Keep the returned library alive."""
+    which has a kernel for the GPU's dispatch key only, and o_fp8_qdq_ refuses CPU tensors. As in the
+    patch's wiring test, the tree's reference (sglang.test.kernels) is registered as the op's CPU
+    kernel, after the QDQ module's own check of the block (o_fp8_qdq_'s first check on a GPU), so the
+    CPU forwards here reach the op through the dispatcher. Nothing on the pin (no op). Keep the
+    returned library alive."""
     if not hasattr(dv4, "dsv4_o_fp8_qdq_"):
         return None
-    from sglang.kernels.ops.quantization.o_fp8_qdq import o_fp8_qdq_
+    from sglang.kernels.ops.quantization.o_fp8_qdq import check_o_fp8_qdq_block
+    from sglang.test.kernels.deepseek_v4.o_fp8_qdq_reference import o_fp8_qdq_reference
 
     def cpu_kernel(o: torch.Tensor, block: int) -> None:
-        o_fp8_qdq_(o, block)
+        check_o_fp8_qdq_block(block, o.shape[-1])
+        o.copy_(o_fp8_qdq_reference(o, block))
 
     lib = torch.library.Library("sglang", "IMPL")
     lib.impl("dsv4_o_fp8_qdq_", cpu_kernel, "CPU")

@@ -7,9 +7,10 @@ stand-in `self` (small shapes: T=5 tokens, 8 heads x 128, 2 groups of D=512, RoP
 stand-in attention backend that returns a fixed o, and wo_a = identity per group, so what reaches
 wo_b is exactly the o that reached wo_a. Real on the path: the forward bodies, the real
 `_kernel_num_heads` / `_local_attn_sink`, `_apply_wo_a_bf16_matmul` (its CPU einsum), DSpark's torch
-inverse RoPE, the QDQ module. Stood in: attention backend, q/kv projections, wo_b, pool, and
-MQALayer's CUDA-only fused_rope_inplace (the same inverse RoPE in torch). Details:
-_o_fp8_qdq_probe.py. The expected values come from the float64 oracle (kernels/o_fp8_qdq/naive.py),
+inverse RoPE, the custom op the layers call and the QDQ module's check of the block. Stood in:
+attention backend, q/kv projections, wo_b, pool, MQALayer's CUDA-only fused_rope_inplace (the same
+inverse RoPE in torch), and the op's CPU kernel (the QDQ module runs on NVIDIA GPUs only: the in-tree
+reference, as in the patch's wiring test). Details: _o_fp8_qdq_probe.py. The expected values come from the float64 oracle (kernels/o_fp8_qdq/naive.py),
 never from the code under test.
 
 Each check is also run against the pinned, unpatched tree, where it must fail (the switch has no
@@ -27,6 +28,7 @@ import pytest
 import torch
 
 from kernels.o_fp8_qdq.naive import bf16_bits_to_f64, o_fp8_qdq_oracle
+from kernels.o_fp8_qdq.sglang_o_fp8_qdq_cpu import o_fp8_qdq_ as o_fp8_qdq_cpu_
 
 ROOT = Path(__file__).resolve().parents[3]
 NEW_FILE = "python/sglang/kernels/ops/quantization/o_fp8_qdq.py"
@@ -110,6 +112,9 @@ def check_new_file(tree: Path) -> None:
     mod = _load_new_file(tree)
     reference = _load_new_file(tree, REFERENCE_FILE).o_fp8_qdq_reference  # the in-tree tests' oracle
     assert (tree / NEW_FILE).read_bytes() == (ROOT / "kernels/o_fp8_qdq/sglang_o_fp8_qdq.py").read_bytes()
+    cpu = torch.ones(1, 8, 4096, dtype=torch.bfloat16)
+    with pytest.raises(NotImplementedError, match="not on cpu"):  # NVIDIA CUDA GPUs only
+        mod.o_fp8_qdq_(cpu, 32)
     gen = torch.Generator().manual_seed(1017)
     for T in (1, 3, 37):
         o = torch.randn(T, 8, 4096, generator=gen)
@@ -120,9 +125,9 @@ def check_new_file(tree: Path) -> None:
         o[0, 2, 7] = 448 * 2.0**9
         o = o.to(torch.bfloat16)
         want = o_fp8_qdq_oracle(o.view(torch.int16).numpy().view(np.uint16), 32)
-        for emulate in (False, True):
+        for emulate in (False, True):  # the tree's argument checks, the harness's eager path
             x = o.clone()
-            mod.o_fp8_qdq_(x, 32, emulate=emulate)
+            o_fp8_qdq_cpu_(x, 32, emulate=emulate, op=mod)
             got = x.view(torch.int16).numpy().view(np.uint16)
             assert np.array_equal(got, want), f"T={T} emulate={emulate}: {int((got != want).sum())} differ"
         ref = reference(o).view(torch.int16).numpy().view(np.uint16)
@@ -130,21 +135,23 @@ def check_new_file(tree: Path) -> None:
 
 
 def test_patched_module_matches_oracle(dsv4_tree):
-    """The patched tree's new o_fp8_qdq.py (its eager CPU path) is bit-exact with the oracle at
-    T = 1, 3, 37 (Flash shape, 8 x 4096) and byte-equal to kernels/o_fp8_qdq/sglang_o_fp8_qdq.py;
-    so is the reference the patch's in-tree tests import (sglang.test.kernels.deepseek_v4)."""
+    """The patched tree's new o_fp8_qdq.py is byte-equal to kernels/o_fp8_qdq/sglang_o_fp8_qdq.py (whose
+    Triton kernel tests/kernels/test_o_fp8_qdq_kernel.py checks under Triton's interpreter, and on the
+    H200) and refuses CPU tensors; its argument checks, with the project's eager CPU path around them
+    (kernels/o_fp8_qdq/sglang_o_fp8_qdq_cpu.py), give the oracle's bits at T = 1, 3, 37 (Flash shape,
+    8 x 4096); so does the reference the patch's in-tree tests import (sglang.test.kernels.deepseek_v4)."""
     check_new_file(dsv4_tree("sglang"))
 
 
 def test_upstream_unit_test_passes(dsv4_tree, run_sglang_unit_test):
     """The kernel test the patch adds inside SGLang's test tree (next to SGLang's other quantization
-    kernel tests) passes on the patched tree: its CPU class runs (the registry entry included), its
-    CUDA class skips here (it runs on the GPU: test_o_fp8_qdq_gpu.py)."""
+    kernel tests) passes on the patched tree: its CPU class runs (argument checks, devices refused,
+    the registry entry), its CUDA class skips here (it runs on the GPU: test_o_fp8_qdq_gpu.py)."""
     tree = dsv4_tree("sglang")
     assert (tree / IN_TREE_TEST).is_file(), f"{IN_TREE_TEST} is not in {tree}"  # the pin has none
     p = run_sglang_unit_test(tree / IN_TREE_TEST, tree)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "Ran 8 tests" in p.stderr and "OK (skipped=3)" in p.stderr, p.stderr[-2000:]
+    assert "Ran 6 tests" in p.stderr and "OK (skipped=3)" in p.stderr, p.stderr[-2000:]
 
 
 def test_in_tree_wiring_test_passes(dsv4_tree, run_sglang_unit_test):
