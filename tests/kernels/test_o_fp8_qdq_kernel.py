@@ -496,8 +496,11 @@ def test_repeated_cuda_call_checks_once_and_launches_the_same(monkeypatch):
     """The eager launch cost: a CUDA call with a block, D and device seen before runs only O(1)
     attribute checks before the launch (the block check and the capability lookup run on the first
     call only) and launches the same grid and configuration as the first call;
-    a new D, T range, emulate or a bad argument still takes the full checks. CUDA tensors are faked
-    (FakeTensorMode), the launch is recorded, so no GPU is needed."""
+    a new D, T range, emulate or a bad argument still takes the full checks. The T range is the same
+    on the first call (which stores the key) and on later ones (which look it up), at 2047 and 2048
+    rows too; T=0 launches nothing and a single value (block 1) is launched. CUDA tensors are faked
+    (FakeTensorMode), the launch is recorded, so no GPU is needed. (The operator refuses CPU tensors:
+    its checked path past the device check runs only here and on a GPU.)"""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from kernels.o_fp8_qdq import sglang_o_fp8_qdq as K
@@ -541,6 +544,21 @@ def test_repeated_cuda_call_checks_once_and_launches_the_same(monkeypatch):
         big = torch.empty(300, G, D, dtype=torch.bfloat16, device="cuda")  # >= 2048 rows
         K.o_fp8_qdq_(big, BLOCK)
         assert calls["check"] == 3 and launches[-1][0] == (300 * G, 1) and launches[-1][2]["CHUNK"] == 4096
+        K.o_fp8_qdq_(big, BLOCK)  # the key the first call stored is the one a second call looks up
+        assert calls["check"] == 3 and launches[-1] == launches[-2]
+        for rows, chunk in ((2048, 4096), (2047, 1024)):  # either side of the large-T configuration:
+            edge = torch.empty(rows, 1, D, dtype=torch.bfloat16, device="cuda")  # keys seen before
+            K.o_fp8_qdq_(edge, BLOCK)
+            assert calls["check"] == 3 and launches[-1][0] == (rows, D // chunk), (rows, launches[-1])
+        monkeypatch.setattr(K, "_LAUNCH_CONFIGS", {})  # 2048 rows first: it stores the large-T key
+        K.o_fp8_qdq_(torch.empty(2048, 1, D, dtype=torch.bfloat16, device="cuda"), BLOCK)
+        K.o_fp8_qdq_(o, BLOCK)
+        assert calls["check"] == 5 and launches[-1][2]["CHUNK"] == 1024
+        empty = torch.empty(0, G, D, dtype=torch.bfloat16, device="cuda")
+        n = len(launches)
+        assert K.o_fp8_qdq_(empty, BLOCK) is empty and len(launches) == n  # T=0: nothing launched
+        one = torch.empty(1, 1, 1, dtype=torch.bfloat16, device="cuda")  # one value, block 1
+        assert K.o_fp8_qdq_(one, 1) is one and len(launches) == n + 1 and launches[-1][0] == (1, 1)
         n = len(launches)
         for bad in (48, True, 8192):  # still refused after the good calls
             with pytest.raises(ValueError, match="^SGLANG_DSV4_O_FP8_QDQ_BLOCK="):
