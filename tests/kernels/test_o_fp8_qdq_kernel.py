@@ -62,7 +62,8 @@ def edge_blocks() -> list[torch.Tensor]:
     - amax = 448 * 2^k +- one bf16 ulp (the +1 decided by the fp32 product's mantissa bits);
     - exact e4m3 ties after scaling: normal (m + 0.5 in [8, 16)), subnormal (odd multiples of 2^-10),
       and at the top (464 -> 448 is clamped first; 440 is between 416 and 448 -> 448, even);
-    - the top of the bf16 range, where q * s overflows fp32: +-inf, as in the reference;
+    - the top of the bf16 range, where q * s overflows fp32: +-inf, as in the reference; beside it,
+      values whose x / s is an fp32 subnormal with its lowest bit set (they round to 0);
     - mixed signs, and values that clamp (x / s > 448 cannot happen, but |x| = amax maps to <= 448)."""
     blocks: list[torch.Tensor] = []
 
@@ -91,6 +92,8 @@ def edge_blocks() -> list[torch.Tensor]:
                 440.0, -440.0, 232.0, 248.0, 2.0**-6 - 2.0**-10]
         blocks.append(block([v * 2.0**k for v in vals]))
     blocks.append(block([BF16_MAX, -BF16_MAX, BF16_MAX / 2, 1.0, -2.0**-100]))  # fp32 overflow -> inf
+    # s = 2^120: x / s = 3 * 2^-151 rounds to the fp32 subnormal 2^-149 (lowest bit set) -> 0
+    blocks.append(block([BF16_MAX, 3 * 2.0**-31, -3 * 2.0**-31]))
     blocks.append(block([-BF16_MAX, 2.0**127, 2.0**126 * 1.875]))
     mixed = torch.linspace(-5, 5, BLOCK)
     blocks.append(mixed)
