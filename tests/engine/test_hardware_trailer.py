@@ -39,7 +39,7 @@ def test_trailers_accumulate_and_status_shows_each_target_whole():
     rows = doc if isinstance(doc, list) else doc.get("stacks", [doc])
     hw = {p["name"]: p["hardware"] for s in rows for p in s["patches"]}
     assert hw["encode-e4m3-with-integer-ops-in-the-dsv4-triton-cache-writer.patch"] == ["gfx936 (DCU builds of vLLM with DTK)"]
-    assert hw["run-modelopt-nvfp4-experts-on-deepgemm-s-nvfp4-megamoe.patch"] == ["B200 (sm_100)"]
+    assert hw["run-modelopt-nvfp4-experts-on-deepgemm-s-nvfp4-megamoe.patch"] == ["sm_100 (B200, B300: the sm_100 family)"]
 
 
 def test_the_status_table_shows_the_note_as_written():
