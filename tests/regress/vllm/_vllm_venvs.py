@@ -27,6 +27,7 @@ do not need. The rest is here too: the clone, the overlay, and one check script 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -409,24 +410,56 @@ def _overlay_paths(*venvs: Path) -> list[str]:
     return sorted(paths)
 
 
+def _recorded(site_dir: Path) -> dict[str, str]:
+    """{path: sha256 hex} of every file the distributions in `site_dir` installed, as their RECORDs
+    say. Read again when a RECORD changes (its mtime), else once per process."""
+    records = sorted(site_dir.glob("*.dist-info/RECORD"))
+    memo = tuple((str(r), r.stat().st_mtime_ns) for r in records)
+    if memo not in _RECORDED:
+        found: dict[str, str] = {}
+        for record in records:
+            for line in record.read_text().splitlines():
+                path, _, rest = line.partition(",")
+                algo, _, digest = rest.partition(",")[0].partition("=")
+                if algo == "sha256" and digest:
+                    found[path] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+        _RECORDED[memo] = found
+    return _RECORDED[memo]
+
+
+_RECORDED: dict[tuple, dict[str, str]] = {}
+
+
 def installed_files(venv: Path, paths: list[str]) -> dict[str, str | None]:
-    """{path: sha256 of the file as the venv's site-packages holds it now, None when absent}: what the
-    checks import, read at key time. The stamp says what the overlay asked for and RECORD what pip
-    installed; neither sees an overlay lost afterwards (a file back at its pristine bytes, a build
-    that stamped without copying), which a key made of them served from an earlier pass."""
+    """{path: sha256 of the file as the venv's site-packages holds it now, None when absent} for
+    each of `paths` that is not as pip installed it (its RECORD's bytes; absent where a RECORD lists
+    it): what the checks import, read at key time. The stamp says what the overlay asked for and
+    RECORD what pip installed; neither sees an overlay lost afterwards (a file back at its pristine
+    bytes, a build that stamped without copying), which a key made of them served from an earlier
+    pass. Files as installed are left out, so the key says what the venv holds whichever paths were
+    asked about: a pristine venv is the same install whether it is paired with a patched one (the
+    unpatched runs) or with itself (bump's and status's intent runs on the pristine tree), and one
+    computation serves both."""
     sites = sorted(venv.glob("lib/python*/site-packages"))
     out: dict[str, str | None] = {}
     for path in paths:
-        f = next((sp / path for sp in sites if (sp / path).is_file()), None)
-        out[path] = hashlib.sha256(f.read_bytes()).hexdigest() if f else None
+        site_dir = next((sp for sp in sites if (sp / path).is_file()), None)
+        if site_dir is None:
+            if any(path in _recorded(sp) for sp in sites):
+                out[path] = None  # installed, then removed
+            continue
+        now = hashlib.sha256((site_dir / path).read_bytes()).hexdigest()
+        if _recorded(site_dir).get(path) != now:
+            out[path] = now  # overlaid, or added
     return out
 
 
 def _venv_identity(venv: Path, paths: list[str] = ()) -> str:
-    """The release, overlay and prune state build_overlay stamped into the venv, its Python, its
-    installed distributions (check_cache.dists_identity) and the bytes it holds at `paths` (the
-    overlaid files of both venvs of the pair: installed_files); "" for an unstamped venv: never
-    memoized."""
+    """The release and prune state build_overlay stamped into the venv, its Python, its installed
+    distributions (check_cache.dists_identity) and the bytes it holds where they are not as installed
+    at `paths` (the overlaid files of both venvs of the pair: installed_files); "" for an unstamped
+    venv: never memoized. What it holds, not which overlay was asked for (the stamp's key): two
+    venvs with the same bytes compute the same thing."""
     try:
         stamp = json.loads((venv / STAMP).read_text())
         cfg = (venv / "pyvenv.cfg").read_text()
@@ -434,9 +467,9 @@ def _venv_identity(venv: Path, paths: list[str] = ()) -> str:
         return ""
     python = re.findall(r"^(?:version|version_info)\s*=\s*(\S+)", cfg, re.M)
     dists = check_cache.dists_identity(sorted(venv.glob("lib/python*/site-packages")))
-    return json.dumps({**{k: stamp.get(k) for k in ("key", "mode", "package", "version", "installed_version",
-                                                    "pruned")}, "python": python, "dists": dists,
-                       "installed": installed_files(venv, list(paths))}, sort_keys=True)
+    return json.dumps({**{k: stamp.get(k) for k in ("mode", "package", "version", "installed_version", "pruned")},
+                       "python": python, "dists": dists, "installed": installed_files(venv, list(paths))},
+                      sort_keys=True)
 
 
 _IMPORT_RE = re.compile(r"^\s*(?:from\s+([A-Za-z_]\w*)|import\s+([A-Za-z_]\w*))", re.M)

@@ -6,6 +6,8 @@ variable, another tree for a check that reads none) must not."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
 import json
 import os
@@ -87,8 +89,8 @@ def test_key_follows_every_input(world):
         "another distribution version":
             lambda: os.rename(w.site / "torch-2.13.0.dist-info", w.site / "torch-2.13.1.dist-info"),
         "another Python": lambda: (w.venv / "pyvenv.cfg").write_text("home = /x\nversion = 3.11.8\n"),
-        "another overlay": lambda: (w.venv / V.STAMP).write_text(
-            (w.venv / V.STAMP).read_text().replace("overlay-1", "overlay-2")),
+        "another prune state": lambda: (w.venv / V.STAMP).write_text(
+            (w.venv / V.STAMP).read_text().replace('"pruned": []', '"pruned": ["torchvision"]')),
         "the script": lambda: (w.checks / "c.py").write_text((w.checks / "c.py").read_text() + "# more\n"),
         "a module it imports": lambda: (w.checks / "_helper.py").write_text("X = 2\n"),
         "the tree it reads": lambda: ((w.tree / "f.py").write_text("a = 2\n"), _git(w.tree, "commit", "-qam", "two")),
@@ -109,6 +111,10 @@ def test_key_follows_every_input(world):
     (w.checks / "_helper.py").write_text("import os\nR = os.environ['DSV4_CHECK_ROOT'], os.environ['DSV4_PYTEST_PATH']\n")
     assert not _changes(w, lambda: None, env_over={"DSV4_CHECK_ROOT": "/other/clone", "DSV4_PYTEST_PATH": "/tmp/x"}), \
         "paths named by the harness (keyed by what they hold): clones at other paths share results"
+    assert not _changes(w, lambda: (w.venv / V.STAMP).write_text(
+        (w.venv / V.STAMP).read_text().replace("overlay-1", "overlay-2"))), \
+        "the overlay's name alone (what the venv holds is keyed: test_a_lost_overlay_is_another_key)"
+    _overlaid(w, "PATCHED = True\n")
     assert w.key(in_venv=w.patched_venv) != w.key(), "the patched and the pristine venv"
     (record,) = w.site.glob("torch-*.dist-info/RECORD")  # renamed above
     record.write_text(record.read_text() + "../../../bin/torchrun,sha256=SHEBANG1,99\n")
@@ -145,6 +151,38 @@ def test_a_check_that_reads_no_tree_is_not_keyed_by_it(world):
     w = world
     assert not _changes(w, lambda: ((w.tree / "f.py").write_text("a = 3\n"), _git(w.tree, "commit", "-qam", "3")),
                         script="plain.py")
+
+
+def test_a_pristine_venv_is_one_computation_whichever_venv_it_is_paired_with(world):
+    """The unpatched run (pristine venv paired with a patched one) and an intent run on the pristine
+    tree (a venv paired with itself) compute the same thing for a check that reads no tree: one key,
+    so one run computes it once. A byte that differs from what pip installed still splits them."""
+    w = world
+    _overlaid(w, "PATCHED = True\n")
+    (w.site / "vllm").mkdir()
+    pristine = w.site / "vllm" / "layer.py"
+    pristine.write_text("PATCHED = False\n")
+    record = w.site / "torch-2.13.0.dist-info" / "RECORD"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(pristine.read_bytes()).digest()).rstrip(b"=").decode()
+    record.write_text(record.read_text() + f"vllm/layer.py,sha256={digest},16\n")
+    named = V._named_variables(w.checks / "plain.py", [w.checks])
+    paired = V._memo_key(w.venv, w.patched_venv, w.tree, w.checks / "plain.py", named, {})
+    alone = V._memo_key(w.venv, w.venv, w.tree, w.checks / "plain.py", named, {})
+    assert paired == alone is not None
+    pristine.write_text("PATCHED = True\n")  # the overlay leaked into the pristine venv
+    assert V._memo_key(w.venv, w.patched_venv, w.tree, w.checks / "plain.py", named, {}) != paired
+
+
+def test_every_check_that_runs_tree_tests_names_the_tree_it_reads():
+    """A check is keyed by the trees its own files name (_harness names none, so that a check
+    reading no tree is one computation for every tree): one that runs a tree's test files must name
+    the variable, or its stored pass would outlive an edit of those files."""
+    checks = Path(V.__file__).parent / "checks"
+    readers = [f for f in sorted(checks.glob("*.py")) if "run_tree_tests(" in f.read_text() and f.name != "_harness.py"]
+    assert readers, "no check runs a tree's tests: this test looks at the wrong folder"
+    for f in readers:
+        assert "DSV4_TREE_VLLM" in V._named_variables(f, [checks]), f.name
+    assert "DSV4_TREE_VLLM" not in V._named_variables(checks / "sparse_mla_reader.py", [checks])
 
 
 def test_what_cannot_be_named_is_never_stored(world):

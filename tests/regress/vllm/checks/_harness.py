@@ -84,18 +84,22 @@ def report() -> None:
     print("DSV4-CHECK " + json.dumps(_results), flush=True)
 
 
-def run_tree_tests(rel: str, *extra: str) -> None:
-    """Run the patched tree's own test file `rel` (under DSV4_TREE_VLLM) here, in this venv, with the
-    runner's pytest (DSV4_PYTEST_PATH, put last on sys.path: the venv has none); assert it passes."""
+def run_tree_tests(tree: str, rel: str, *extra: str) -> None:
+    """Run the tree's own test file `rel` (under `tree`) here, in this venv, with the runner's pytest
+    (DSV4_PYTEST_PATH, put last on sys.path: the venv has none); assert it passes.
+
+    The caller names the variable that holds `tree`, not this module: the runner keys a check by
+    the trees its own files name, and every check imports this module, so a name here would key
+    every check by the patched tree (a check that reads no tree would then be computed again for
+    every tree, the pristine venv's included)."""
     from pathlib import Path
 
-    tree = Path(os.environ["DSV4_TREE_VLLM"])
     pytest_path = os.environ.get("DSV4_PYTEST_PATH")
     if pytest_path and pytest_path not in sys.path:
         sys.path.append(pytest_path)
     import pytest
 
-    test = tree / rel
+    test = Path(tree) / rel
     assert test.is_file(), f"{rel} is missing"
     rc = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "--noconftest", "--rootdir", str(test.parent),
                       "-W", "ignore::DeprecationWarning", *extra])

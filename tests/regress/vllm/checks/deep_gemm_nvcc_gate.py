@@ -49,7 +49,7 @@ def old_or_missing_nvcc_disables_deep_gemm():
 @check
 def upstream_tests():
     """The tree's tests/utils_/test_deep_gemm_utils.py, here with pytest."""
-    run_tree_tests("tests/utils_/test_deep_gemm_utils.py")
+    run_tree_tests(os.environ["DSV4_TREE_VLLM"], "tests/utils_/test_deep_gemm_utils.py")
 
 
 report()

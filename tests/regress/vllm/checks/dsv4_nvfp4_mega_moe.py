@@ -185,7 +185,7 @@ def different_w1_w3_scales_refused():
 @check
 def upstream_tests():
     """The patched tree's tests/models/test_deepseek_v4_nvfp4_mega_moe.py, here with pytest."""
-    run_tree_tests("tests/models/test_deepseek_v4_nvfp4_mega_moe.py")
+    run_tree_tests(os.environ["DSV4_TREE_VLLM"], "tests/models/test_deepseek_v4_nvfp4_mega_moe.py")
 
 
 report()

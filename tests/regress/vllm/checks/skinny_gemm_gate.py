@@ -113,7 +113,7 @@ def upstream_gemm_tests():
     set_arch("gfx942")
     U.ops = __import__("vllm._custom_ops", fromlist=["ops"])  # the tests put their own mocks in
     # *_real_kernel tests (v0.33.0) run the compiled ops on a ROCm GPU: not on this CPU.
-    run_tree_tests("tests/model_executor/layers/test_rocm_unquantized_gemm.py", "-k", "not real_kernel")
+    run_tree_tests(os.environ["DSV4_TREE_VLLM"], "tests/model_executor/layers/test_rocm_unquantized_gemm.py", "-k", "not real_kernel")
 
 
 report()
