@@ -29,6 +29,7 @@ in it says what was computed, what was read back and what was not stored.
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ import re
 import site
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -73,6 +75,30 @@ class Uncached:
     value: dict
     why: str
     run: bool = False
+
+
+def _inductor_cache_default() -> str:
+    """torch's own TORCHINDUCTOR_CACHE_DIR when the variable is unset
+    (torch/_inductor/runtime/cache_dir_utils.py, default_cache_dir)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.abspath(os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)))
+
+
+# Variables a library writes into this process's environment, set to its own default, the first time
+# it needs them: torch's inductor (any torch.compile in a test) sets TORCHINDUCTOR_CACHE_DIR. A child
+# started afterwards would get the value its own torch takes anyway, but a key that saw the variable
+# differed between the xdist workers and from the pytest runs `regress` starts: the same check was
+# computed once per process that asked for it (4 of the 13 in one run, measured). Left out.
+LIBRARY_DEFAULTS = {"TORCHINDUCTOR_CACHE_DIR": _inductor_cache_default}
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` (this process's, for a check's or probe's process) less LIBRARY_DEFAULTS variables that
+    hold their library's default: what the child would take without them."""
+    return {k: v for k, v in env.items() if not (k in LIBRARY_DEFAULTS and v == LIBRARY_DEFAULTS[k]())}
 
 
 def keyed_env(env: dict[str, str], named: set[str] = frozenset()) -> dict[str, str]:

@@ -367,7 +367,7 @@ def pytest_only_path() -> Path:
 
 def check_env(extra_env: dict[str, str] | None, pythonpath: list[Path]) -> dict[str, str]:
     """The environment a check script runs with."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "TRITON_"))}
+    env = {k: v for k, v in check_cache.child_env(dict(os.environ)).items() if not k.startswith(("VLLM_", "TRITON_"))}
     env.update(extra_env or {})
     env["DSV4_PYTEST_PATH"] = str(pytest_only_path())
     env["DSV4_CHECK_ROOT"] = str(ROOT)  # _harness.report names the repo files the check imported

@@ -523,3 +523,20 @@ def test_every_randomized_check_takes_the_run_seed():
             assert "DSV4_SEED" in V._named_variables(f, [checks])
             seeded.append(f.stem)
     assert {"e4m3_manual_decode", "emulation_swiglu", "sparse_mla_reader"} <= set(seeded)
+
+
+def test_what_torch_wrote_into_this_process_is_not_another_computation(monkeypatch):
+    """torch's inductor (a torch.compile anywhere in the worker) sets TORCHINDUCTOR_CACHE_DIR in
+    os.environ to its default; the xdist workers and regress's pytest runs then keyed one check
+    differently and each computed it. A check started with torch's default holds the same as one
+    started without the variable; another folder is another environment."""
+    cache_dir_utils = pytest.importorskip("torch._inductor.runtime.cache_dir_utils")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/placeholder")  # recorded: restored after the test
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    unset = V.check_env(None, [])
+    cache_dir_utils.cache_dir()  # what torch.compile does first: writes its default into os.environ
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.abspath(cache_dir_utils.default_cache_dir())
+    assert V.check_env(None, []) == unset
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/elsewhere/inductor")
+    assert V.check_env(None, [])["TORCHINDUCTOR_CACHE_DIR"] == "/elsewhere/inductor"
+    assert C.keyed_env(V.check_env(None, [])) != C.keyed_env(unset)
