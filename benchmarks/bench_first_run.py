@@ -13,7 +13,7 @@ configured with (a local index makes downloads near-instant: the figures then sh
 cost). The 1-minute load average at the start of each run is printed beside it: on a shared machine
 the figures mean little without it.
 
-    .venv/bin/python benchmarks/bench_first_run.py [--suite] [--transcript FILE] [--keep DIR]
+    .venv/bin/python benchmarks/bench_first_run.py [--suite | --suite-only] [--transcript FILE] [--keep DIR]
 
 --transcript writes the cold session as it printed, paths shown as a newcomer's (/home/you/...):
 the README's session is pasted from it. Exit 1 when a run fails (its log is kept and named).
@@ -148,9 +148,31 @@ def report(cold: dict, warm: dict) -> list[dict]:
     return rows
 
 
+def session_figures(args, work: Path) -> dict | None:
+    """The README's session cold then warm, compared; None when a run failed (its log is named)."""
+    caches = _caches(work / "session-caches")
+    cold = run_session("cold", work, caches)
+    if cold["rc"] != 0:
+        print(f"error: the session failed with empty caches (exit {cold['rc']}); log: {cold['log']}")
+        args.keep = args.keep or work
+        return None
+    if args.transcript:
+        args.transcript.write_text(newcomer_paths(cold["transcript"].read_text(), cold))
+        print(f"· wrote the cold session to {args.transcript}")
+    warm = run_session("warm", work, caches)
+    if warm["rc"] != 0:
+        print(f"error: the session failed warm (exit {warm['rc']}); log: {warm['log']}")
+        args.keep = args.keep or work
+        return None
+    return {"session": report(cold, warm), "session_wall": [cold["wall"], warm["wall"]],
+            "session_load": [cold["load"], warm["load"]]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", action="store_true", help="also time the README's test command, cold then warm")
+    ap.add_argument("--suite-only", action="store_true",
+                    help="time only the README's test command, cold then warm (the suite runs the session too)")
     ap.add_argument("--transcript", type=Path, help="write the cold session here, with newcomer paths")
     ap.add_argument("--json", type=Path, help="write every figure here")
     ap.add_argument("--keep", type=Path, help="work here and keep it (default: a temporary folder, removed)")
@@ -159,23 +181,10 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     failed: list[str] = []
     try:
-        caches = _caches(work / "session-caches")
-        cold = run_session("cold", work, caches)
-        if cold["rc"] != 0:
-            print(f"error: the session failed with empty caches (exit {cold['rc']}); log: {cold['log']}")
-            args.keep = args.keep or work
+        figures = {} if args.suite_only else session_figures(args, work)
+        if figures is None:
             return 1
-        if args.transcript:
-            args.transcript.write_text(newcomer_paths(cold["transcript"].read_text(), cold))
-            print(f"· wrote the cold session to {args.transcript}")
-        warm = run_session("warm", work, caches)
-        if warm["rc"] != 0:
-            print(f"error: the session failed warm (exit {warm['rc']}); log: {warm['log']}")
-            args.keep = args.keep or work
-            return 1
-        figures = {"session": report(cold, warm), "session_wall": [cold["wall"], warm["wall"]],
-                   "session_load": [cold["load"], warm["load"]]}
-        if args.suite:
+        if args.suite or args.suite_only:
             shutil.rmtree(work / "session-caches", ignore_errors=True)  # 6 GB; the suite gets its own
             suite_caches = _caches(work / "suite-caches")
             runs = [run_suite("cold", work, suite_caches), run_suite("warm", work, suite_caches)]
