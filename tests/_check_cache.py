@@ -91,7 +91,8 @@ def _inductor_cache_default() -> str:
 # it needs them: torch's inductor (any torch.compile in a test) sets TORCHINDUCTOR_CACHE_DIR. A child
 # started afterwards would get the value its own torch takes anyway, but a key that saw the variable
 # differed between the xdist workers and from the pytest runs `regress` starts: the same check was
-# computed once per process that asked for it (4 of the 13 in one run, measured). Left out.
+# computed once per process that asked for it (a warm run computed its pristine checks two and three
+# times each). Left out.
 LIBRARY_DEFAULTS = {"TORCHINDUCTOR_CACHE_DIR": _inductor_cache_default}
 
 
