@@ -29,6 +29,7 @@ in it says what was computed, what was read back and what was not stored.
 
 from __future__ import annotations
 
+import base64
 import getpass
 import hashlib
 import json
@@ -42,7 +43,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from dsv4_patch.build import venv_lock
 from dsv4_patch.regress import RESULT_CACHE_ENV as MEMO_ENV  # `regress --fresh` sets it to `run`
@@ -66,6 +67,7 @@ _BOOKKEEPING = re.compile(r"\.dist-info/(?:REQUESTED|INSTALLER|direct_url\.json|
 _RESULT = re.compile(r"^(?:[0-9a-f]{64}\.json|\.[0-9a-f]{64}\.json\.\d+\.tmp|\.log\.\d+\.tmp)$")
 _sources: dict[tuple[str, ...], str] = {}
 _dists: dict[tuple[str, str], str] = {}
+_recorded: dict[tuple, dict[str, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ def _inductor_cache_default() -> str:
 LIBRARY_DEFAULTS = {"TORCHINDUCTOR_CACHE_DIR": _inductor_cache_default}
 
 
-def child_env(env: dict[str, str]) -> dict[str, str]:
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env` (this process's, for a check's or probe's process) less LIBRARY_DEFAULTS variables that
     hold their library's default: what the child would take without them."""
     return {k: v for k, v in env.items() if not (k in LIBRARY_DEFAULTS and v == LIBRARY_DEFAULTS[k]())}
@@ -167,6 +169,24 @@ def dists_identity(sites: list[Path], skip: tuple[str, ...] = (), only: tuple[st
         out.update({k: v for k, v in json.loads(_dists[memo]).items()
                     if not k.startswith(skip) and (not only or k.startswith(only))})
     return out
+
+
+def recorded_hashes(site_dir: Path) -> dict[str, str]:
+    """{path: sha256 hex} of every file the distributions in `site_dir` installed, as their RECORDs
+    say (what installed_files in tests/regress/vllm/_vllm_venvs.py compares a venv's bytes with).
+    Read again when a RECORD changes (its mtime), else once per process."""
+    records = sorted(site_dir.glob("*.dist-info/RECORD"))
+    memo = tuple((str(r), r.stat().st_mtime_ns) for r in records)
+    if memo not in _recorded:
+        found: dict[str, str] = {}
+        for record in records:
+            for line in record.read_text().splitlines():
+                path, _, rest = line.partition(",")
+                algo, _, digest = rest.partition(",")[0].partition("=")
+                if algo == "sha256" and digest:
+                    found[path] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+        _recorded[memo] = found
+    return _recorded[memo]
 
 
 def interpreter_identity(skip: tuple[str, ...] = ("dsv4_patch",), only: tuple[str, ...] = ()) -> dict:

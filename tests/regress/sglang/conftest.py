@@ -80,7 +80,7 @@ def sglang_cpu_deps() -> Path:
 
 
 def probe_env(tree: Path | None, deps: Path, switches: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in check_cache.child_env(dict(os.environ)).items()
+    env = {k: v for k, v in check_cache.child_env(os.environ).items()
            if not k.startswith(("SGLANG_", "TRITON_")) and k != "PYTHONPATH"}
     env.update({
         "PYTHONPATH": os.pathsep.join([*([str(tree / "python")] if tree else []), str(deps)]),

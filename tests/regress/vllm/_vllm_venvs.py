@@ -27,7 +27,6 @@ do not need. The rest is here too: the clone, the overlay, and one check script 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -367,7 +366,7 @@ def pytest_only_path() -> Path:
 
 def check_env(extra_env: dict[str, str] | None, pythonpath: list[Path]) -> dict[str, str]:
     """The environment a check script runs with."""
-    env = {k: v for k, v in check_cache.child_env(dict(os.environ)).items() if not k.startswith(("VLLM_", "TRITON_"))}
+    env = {k: v for k, v in check_cache.child_env(os.environ).items() if not k.startswith(("VLLM_", "TRITON_"))}
     env.update(extra_env or {})
     env["DSV4_PYTEST_PATH"] = str(pytest_only_path())
     env["DSV4_CHECK_ROOT"] = str(ROOT)  # _harness.report names the repo files the check imported
@@ -410,26 +409,6 @@ def _overlay_paths(*venvs: Path) -> list[str]:
     return sorted(paths)
 
 
-def _recorded(site_dir: Path) -> dict[str, str]:
-    """{path: sha256 hex} of every file the distributions in `site_dir` installed, as their RECORDs
-    say. Read again when a RECORD changes (its mtime), else once per process."""
-    records = sorted(site_dir.glob("*.dist-info/RECORD"))
-    memo = tuple((str(r), r.stat().st_mtime_ns) for r in records)
-    if memo not in _RECORDED:
-        found: dict[str, str] = {}
-        for record in records:
-            for line in record.read_text().splitlines():
-                path, _, rest = line.partition(",")
-                algo, _, digest = rest.partition(",")[0].partition("=")
-                if algo == "sha256" and digest:
-                    found[path] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
-        _RECORDED[memo] = found
-    return _RECORDED[memo]
-
-
-_RECORDED: dict[tuple, dict[str, str]] = {}
-
-
 def installed_files(venv: Path, paths: list[str]) -> dict[str, str | None]:
     """{path: sha256 of the file as the venv's site-packages holds it now, None when absent} for
     each of `paths` that is not as pip installed it (its RECORD's bytes; absent where a RECORD lists
@@ -441,15 +420,16 @@ def installed_files(venv: Path, paths: list[str]) -> dict[str, str | None]:
     unpatched runs) or with itself (bump's and status's intent runs on the pristine tree), and one
     computation serves both."""
     sites = sorted(venv.glob("lib/python*/site-packages"))
+    recorded = {sp: check_cache.recorded_hashes(sp) for sp in sites} if paths else {}
     out: dict[str, str | None] = {}
     for path in paths:
         site_dir = next((sp for sp in sites if (sp / path).is_file()), None)
         if site_dir is None:
-            if any(path in _recorded(sp) for sp in sites):
+            if any(path in hashes for hashes in recorded.values()):
                 out[path] = None  # installed, then removed
             continue
         now = hashlib.sha256((site_dir / path).read_bytes()).hexdigest()
-        if _recorded(site_dir).get(path) != now:
+        if recorded[site_dir].get(path) != now:
             out[path] = now  # overlaid, or added
     return out
 
