@@ -41,7 +41,6 @@ from .errors import ConfigError, UsageError
 from .tomllines import locate
 
 STACKS_FILE = Path("patches") / "stacks.toml"
-SOURCE_KINDS = ("git", "sdist", "wheel", "path")
 RELEASES_DIR = "releases"  # a release's default patch folder: patches/<stack>/releases/<tag>
 # A stack name becomes a folder name (OUT/<stack>), a branch (dsv4/<stack>) and an environment
 # variable (DSV4_TREE_<STACK>): one path component, no dots (no '..', no hidden folders).

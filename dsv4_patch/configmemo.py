@@ -58,9 +58,9 @@ def _pydantic_version() -> bytes:
 
 
 def _folder() -> Path:
-    from .sources.base import Cache  # the adapter owns where the cache is (imported late: no cycle)
+    from .cachedir import cache_root
 
-    return Cache.default().root / MEMO_DIR
+    return cache_root() / MEMO_DIR
 
 
 def _read_small(path: Path, limit: int) -> bytes | None:

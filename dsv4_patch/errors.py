@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 EXIT_OK = 0
 EXIT_ERROR = 1  # bad input, unreachable source, stale export, lint failure
 EXIT_USAGE = 2  # wrong arguments (Typer/Click uses 2 as well)
@@ -46,3 +48,28 @@ class ConflictError(Dsv4Error):
     def __init__(self, message: str, *, report=None, **kw):
         super().__init__(message, **kw)
         self.report = report
+
+
+# What a ConflictError reports (`report`): the build (tree.py) and its verification (verify.py) both
+# raise one, so the types live here, below both.
+@dataclass
+class HunkReport:
+    file: str
+    header: str
+    expected: list[str]
+
+
+@dataclass
+class PatchFailure:
+    patch: str
+    kind: str  # conflict | upstreamed | missing-file | incomplete
+    message: str
+    files: list[str] = field(default_factory=list)
+    hunks: list[HunkReport] = field(default_factory=list)
+    failed_tree: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "patch": self.patch, "kind": self.kind, "message": self.message, "files": self.files,
+            "hunks": [h.__dict__ for h in self.hunks], "failed_tree": self.failed_tree,
+        }

@@ -22,8 +22,29 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .atomicio import fsync_dir, write_atomic
 from .errors import Dsv4Error
+
+if TYPE_CHECKING:
+    from .config import Project
+
+DEFAULT_OUT = "build"  # OUT when --out is not given, under the project root
+BASE_SUFFIX = ".base"  # OUT/<label>.base: the pristine tree beside OUT/<label>, the patched one
+
+_OUT_OK: set[tuple[Path, Path]] = set()  # --out folders already checked (git ls-files is not free)
+
+
+def out_dir(project: Project, out: Path | None) -> Path:
+    """OUT: the given --out, refused where trees would replace what the checkout keeps
+    (refuse_tracked_out: patches/, tracked paths, the root), or build/ of the project."""
+    if not out:
+        return project.root / DEFAULT_OUT
+    if (project.root, Path(out)) not in _OUT_OK:
+        refuse_tracked_out(project.root, Path(out))
+        _OUT_OK.add((project.root, Path(out)))
+    return Path(out)
 
 
 def refuse_tracked_out(root: Path, out: Path) -> None:

@@ -6,7 +6,7 @@ tell when one does not:
 - `status --check` runs each patch's intent tests on the pristine pin (bump/semantic.py); an id that
   passes there makes the stack unverified (exit 4) even when another id fails (`needed`);
 - `regress --record` runs the bound ids that ran on the patched tree once more with the pristine
-  pin standing in for the patched tree (DSV4_INTENT=1, as the intent run) and writes the outcome of
+  pin standing in for the patched tree (DSV4_INTENT=1, as the intent run: bump/semantic.run_on_pristine) and writes the outcome of
   each id into the result file (`pristine`, below). `check` reads it back, never running a test:
   an id recorded as passing on the pristine pin, for the same pin, the same patch bytes and the same
   test code as today, is an error naming the patch file, the trailer line and the id. Without such a
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,21 +83,6 @@ def block(root: Path, pin: str, patches, results: dict[str, dict], ran: set[str]
             out[p.name] = {"sha256": sha256(p.raw), "tests": {n: outcome(n, results) for n in ids}}
             nodes += ids
     return {"pin": pin, "code": fingerprint(root, files_of_tests(root, nodes)), "patches": out}
-
-
-def run(root: Path, cfg, base_tree: Path, nodes: list[str], *, log=None) -> dict[str, dict]:
-    """The bound ids `nodes` on the pristine tree (it stands in for the patched tree as well), one
-    pytest run as the intent run makes it: the plugin's records per collected test."""
-    from .bump.semantic import INTENT_ENV, run_intent_tests
-    from .regress import RESULT_CACHE_ENV, release_tree_env
-
-    nodes = [n for n in dict.fromkeys(nodes) if (root / n.split("::", 1)[0]).is_file()]
-    if not nodes:
-        return {}
-    env = {**release_tree_env(cfg.name, cfg.release, base_tree, base_tree), INTENT_ENV: "1"}
-    if os.environ.get(RESULT_CACHE_ENV) != "0":
-        env[RESULT_CACHE_ENV] = "run"  # a record is computed afresh, as `regress --record` computes it
-    return run_intent_tests(root, nodes, env, log=log)
 
 
 # ---------------------------------------------------------------- the reading side (`check`)

@@ -15,13 +15,13 @@ import json
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .advice import keep_work_hint
 from .config import StackConfig
 from .atomicio import write_atomic
-from .errors import ConflictError, Dsv4Error, PatchFormatError
+from .errors import ConflictError, Dsv4Error, HunkReport, PatchFailure, PatchFormatError  # noqa: F401 (the report types, named here before)
 from .gitcmd import Git, clone_local
 from . import incremental
 from .localwork import attempt_touched, ignored_count, local_work, record_attempt, ref_snapshot
@@ -36,29 +36,6 @@ from .verify import verify_commits
 BASE_REF = "refs/dsv4/base"
 STATE = Path("dsv4") / "state.json"
 TRAILER = b"Patch-Filename: "
-
-
-@dataclass
-class HunkReport:
-    file: str
-    header: str
-    expected: list[str]
-
-
-@dataclass
-class PatchFailure:
-    patch: str
-    kind: str  # conflict | upstreamed | missing-file | incomplete
-    message: str
-    files: list[str] = field(default_factory=list)
-    hunks: list[HunkReport] = field(default_factory=list)
-    failed_tree: str | None = None
-
-    def to_dict(self) -> dict:
-        return {
-            "patch": self.patch, "kind": self.kind, "message": self.message, "files": self.files,
-            "hunks": [h.__dict__ for h in self.hunks], "failed_tree": self.failed_tree,
-        }
 
 
 @dataclass

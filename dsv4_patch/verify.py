@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import ConflictError
+from .errors import ConflictError, PatchFailure
 from .gitcmd import Git
 from .patchfile import FileDiff, PatchFile
 
@@ -28,8 +28,6 @@ def changed_paths(g: Git, sha: str) -> set[str]:
 
 def verify_commits(g: Git, patches: list[PatchFile], commits: list[tuple[str, str]], log: str = "") -> None:
     """Raise ConflictError (kind 'incomplete') naming the first patch whose commit misses a path."""
-    from .tree import PatchFailure  # the report type lives with the build
-
     sha_of = dict(commits)
     for p in patches:
         sha = sha_of.get(p.name)

@@ -38,6 +38,7 @@ from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
 from ..pinning import set_keys
 from ..regress import SEED_ENV, RegressReport, bound_tests, one_test_run, release_tree_env, run_pytest, summarize
+from ..regress_run import regress
 from ..series import render_series, series_header
 from ..sources import Cache, Progress, materialize
 from ..sources.base import say
@@ -45,6 +46,7 @@ from ..stack import load_stack
 from ..tree import BASE_REF, build_tree, with_trailer
 from . import conflicts, evidence, resolutions, targets
 from .classify import Index, Outcome, classify, inside_part, touched
+from .port_advice import advice  # a carried release's port; messages naming the old release
 from .semantic import Semantic, check as semantic_check, pristine_checkout, release_port
 from .repo import add_alternates, scratch
 
@@ -259,13 +261,11 @@ def update_pin(project: Project, cfg: StackConfig, target: targets.Target) -> di
 
 def _regress(project: Project, cfg: StackConfig, opts: BumpOptions, out: Path, tree: Path, target, cache,
              refreshed, progress) -> dict:
-    from .. import api
-
     try:
         if opts.into is None:  # the pin moved: the project itself describes the new tree
             moved = load_project(project.root)  # the primary's release name may be its (new) commit
             sel = moved.stack(cfg.name).selector if cfg.primary else cfg.selector
-            return api.regress(moved, [sel], out=opts.out, progress=progress).to_dict()
+            return regress(moved, [sel], out=opts.out, progress=progress).to_dict()
         base = build_tree(cfg, out, name=f"{cfg.name}.bump-base", upto=0, base=target.base, cache=cache,
                           force=True, progress=progress)
         patches = [parse_patch_bytes(b, n) for n, b in refreshed]
@@ -387,7 +387,6 @@ def _bump(project: Project, stack: str, ref: str | None, *, latest: bool, opts: 
         g.run("update-ref", BASE_REF, target.base.commit)
         drop = {s.patch for s in sem or [] if s.fixed} if opts.drop_upstreamed else set()
         outcomes, blocked = _rebase(g, cfg, loaded.patches, opts, progress, target.partial, drop)
-        from ..releases import advice  # a carried release's port; messages naming the old release
         hints = advice(project, cfg, target, g, outcomes, loaded.patches)
         outdir.swap_in(name, staging)
     tree = out / name

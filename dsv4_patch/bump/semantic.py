@@ -58,7 +58,7 @@ from ..config import StackConfig, env_key
 from ..errors import Dsv4Error
 from ..locks import child_spawn
 from ..patchfile import PatchFile
-from ..regress import RUN_DIR_ENV, own_basetemp, release_tree_env, run_bounded
+from ..regress import RESULT_CACHE_ENV, RUN_DIR_ENV, own_basetemp, release_tree_env, run_bounded
 from ..sources import BaseTree, Progress
 from ..sources.base import say
 from .classify import in_tree
@@ -322,3 +322,16 @@ def check(root: Path, stack, tree: Path, patches: list[PatchFile], *, partial: l
     say(progress, f"{label}: semantic verdicts in {time.monotonic() - t0:.1f} s: "
         + (", ".join(s.verdict for s in out) or "none (0 patches)"))
     return out
+
+
+def run_on_pristine(root: Path, cfg: StackConfig, base_tree: Path, nodes: list[str], *, log=None) -> dict[str, dict]:
+    """The bound ids `nodes` on the pristine tree (it stands in for the patched tree as well), one
+    pytest run as the intent run makes it: the plugin's records per collected test. What
+    `regress --record` writes into a result file's `pristine` block (pristine.py)."""
+    nodes = [n for n in dict.fromkeys(nodes) if (root / n.split("::", 1)[0]).is_file()]
+    if not nodes:
+        return {}
+    env = {**release_tree_env(cfg.name, cfg.release, base_tree, base_tree), INTENT_ENV: "1"}
+    if os.environ.get(RESULT_CACHE_ENV) != "0":
+        env[RESULT_CACHE_ENV] = "run"  # a record is computed afresh, as `regress --record` computes it
+    return run_intent_tests(root, nodes, env, log=log)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..cachedir import cache_root
 from ..errors import SourceError
 
 Progress = Optional[Callable[[str], None]]
@@ -34,11 +35,7 @@ class Cache:
 
     @classmethod
     def default(cls) -> "Cache":
-        env = os.environ.get("DSV4_PATCH_CACHE")
-        if env:
-            return cls(Path(env))
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return cls(Path(base) / "dsv4-patch")
+        return cls(cache_root())
 
     def dir(self, *parts: str) -> Path:
         """The cache folder `parts`, made when missing. One that cannot be made (the cache path under
