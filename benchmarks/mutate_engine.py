@@ -55,7 +55,8 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
                  [B + "test_bump_mutants_killed.py", B + "test_engine_decisions.py", B + "test_classify_index.py",
                   B + "test_bump.py"]),
     "semantic": ("dsv4_patch/bump/semantic.py",
-                 [B + "test_engine_decisions.py", B + "test_semantic.py", B + "test_bump_child_lock_env.py"]),
+                 [B + "test_engine_decisions.py", B + "test_semantic.py", B + "test_bump_child_lock_env.py",
+                  B + "test_pristine_evidence.py"]),  # run_on_pristine: regress --record's pristine run
     "evidence": ("dsv4_patch/bump/evidence.py",
                  [B + "test_bump_mutants_killed.py", B + "test_engine_decisions.py",
                   B + "test_no_green_without_evidence.py"]),

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from .config import Project, StackConfig, env_key, load_project
 from .errors import ConflictError, Dsv4Error, UsageError
-from .outdir import BASE_SUFFIX, DEFAULT_OUT, out_dir  # noqa: F401 (named api.out_dir by the cli)
-from .regress_run import regress, release_env  # noqa: F401 (the regress command; bump and release reuse it)
+from .outdir import BASE_SUFFIX, out_dir
+from .regress_releases import regress  # noqa: F401 (the regress command, as the cli and ci/pr_check.py name it)
 
 # Each command imports what it needs when it runs: a no-op `apply` should not pay for lint,
 # regress, export, pin (and their imports) on every start. Only the types are named here.
@@ -327,7 +327,8 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
     and (`semantic`) whether each patch's intent tests fail on the pristine pin."""
     from .sources import Cache
     from .stack import load_stack
-    from .tree import PatchFailure, applies_on, build_tree
+    from .errors import PatchFailure
+    from .tree import applies_on, build_tree
 
     cache = cache or Cache.default()
     rows = []
@@ -336,7 +337,7 @@ def status(project: Project, stacks: list[str] | None = None, *, releases: list[
         row = StackStatus(cfg.name, cfg.upstream, cfg.tag, cfg.commit, [s.describe() for s in cfg.sources],
                           [{"name": p.name, "subject": p.subject, **p.metadata.to_dict()} for p in loaded.patches],
                           release=cfg.release, primary=cfg.primary, label=cfg.label,
-                          patch_dir=_rel(project, cfg.patch_dir))
+                          patch_dir=project.rel(cfg.patch_dir))
         if check_apply:
             with tempfile.TemporaryDirectory(prefix="dsv4-status-") as td:
                 try:
@@ -370,7 +371,7 @@ def _compiles(project: Project, cfg: StackConfig, patches, td: Path, base, row: 
     repos = [td / cfg.label / ".git"] + ([base.tree / ".git"] if base is not None else [])
     pin = (repos[0], "refs/dsv4/base") if repos[0].exists() else (repos[-1], "HEAD")
     problems, _ = check_objects(patches, repos, pin)
-    tree = _rel(project, out_dir(project, None) / cfg.label)
+    tree = project.rel(out_dir(project, None) / cfg.label)
     row.compiles = {"ok": not problems, "python": python_version(),
                     "problems": [pr.one_line(tree) for pr in problems]}
 
@@ -419,13 +420,6 @@ def _cross_stack(project: Project, rows: list[StackStatus], cache: Cache, *, fet
         row.warnings.append(
             f"vLLM {vllm.tag or vllm.commit} builds DeepGEMM {tag} ({repo}), but the deepgemm stack is pinned to "
             f"{pin[:12]}: a vLLM build uses the patched DeepGEMM only through DEEPGEMM_SRC_DIR")
-
-
-def _rel(project: Project, p: Path) -> str:
-    try:
-        return str(p.relative_to(project.root))
-    except ValueError:
-        return str(p)
 
 
 def _cached_base(cfg: StackConfig, cache: Cache):

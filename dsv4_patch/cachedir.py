@@ -1,6 +1,7 @@
 """Where the tool's cache lives: DSV4_PATCH_CACHE, else dsv4-patch/ under XDG_CACHE_HOME (default
 ~/.cache). Its own module, below everything: the sources' Cache (sources/base.py) and the config
-memo (configmemo.py, which config.py imports and sources/ must not) both start from it."""
+memo (configmemo.py) both start from it. configmemo must not import sources/, which imports config,
+which imports configmemo."""
 
 from __future__ import annotations
 

@@ -135,6 +135,11 @@ class Project:
     def config_path(self) -> Path:
         return self.root / STACKS_FILE
 
+    def rel(self, p: Path | str) -> str:
+        """`p` as messages show it: relative to the project root where it lies inside, else as given."""
+        p = Path(p)
+        return p.relative_to(self.root).as_posix() if p.is_relative_to(self.root) else str(p)
+
     def stack(self, name: str) -> StackConfig:
         """A stack's primary release by name; `name@tag` names one of its releases."""
         if "@" in name:

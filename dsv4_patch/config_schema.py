@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .tomllines import locate  # noqa: F401 (where it lived before: config_schema.locate)
 
-# The kinds of [[stacks.<name>.sources]] entry (dsv4_patch/sources/: one adapter each). Here, not in
-# config.py: config imports this module (lazily, for pydantic's cost), never the other way round.
+# The kinds of [[stacks.<name>.sources]] entry (dsv4_patch/sources/: one adapter module per kind,
+# sdist and wheel sharing archive.py). Here, not in config.py: config imports this module (lazily,
+# for pydantic's cost), never the other way round.
 SOURCE_KINDS = ("git", "sdist", "wheel", "path")
 
 NO_STACK_HINT = "add a [stacks.<name>] table; docs/patch-format.md describes the file"

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .cachedir import cache_root
 
 MEMO_DIR = "config-memo"
 FORMAT = 1
@@ -58,8 +59,6 @@ def _pydantic_version() -> bytes:
 
 
 def _folder() -> Path:
-    from .cachedir import cache_root
-
     return cache_root() / MEMO_DIR
 
 

@@ -70,13 +70,6 @@ class Finding:
         return self.__dict__.copy()
 
 
-def _rel(project: Project, p: Path) -> str:
-    try:
-        return str(p.relative_to(project.root))
-    except ValueError:
-        return str(p)
-
-
 def node_exists(root: Path, node: str) -> str | None:
     """None when the pytest node id names an existing file/function/class; else why not."""
     parts = node.split("::")
@@ -153,7 +146,7 @@ def _whitespace_findings(fd: FileDiff) -> list[tuple[int, str]]:
 
 
 def lint_patch(project: Project, stack: StackConfig, patch: PatchFile) -> list[Finding]:
-    rel = _rel(project, stack.patch_dir / patch.name)
+    rel = project.rel(stack.patch_dir / patch.name)
     f: list[Finding] = []
     if not patch.description:
         f.append(Finding(rel, 0, "no description: say what broke, how it was found and how it was verified"))
@@ -194,7 +187,7 @@ def _synced_findings(project: Project, stack: StackConfig, patches: list[PatchFi
         if not makers:
             continue  # the patch is not written yet; nothing to compare
         p, fd = makers[0]
-        rel = _rel(project, stack.patch_dir / p.name)
+        rel = project.rel(stack.patch_dir / p.name)
         if fd.old_path is not None or len(makers) > 1:
             out.append(Finding(rel, fd.line, f"{tree_path} must be added by exactly one patch (it is synced with {repo_file})"))
             continue
@@ -219,8 +212,8 @@ def pristine_findings(project: Project, stack: StackConfig, patches: list[PatchF
     by_name = {p.name: p for p in patches}
     for hit in recorded_passes(project.root, stack.patch_dir, stack.commit, patches):
         out.append(Finding(
-            _rel(project, stack.patch_dir / hit.patch), trailer_line(by_name[hit.patch].raw, hit.node),
-            f"Regression-Test {hit.node} passes on the pristine pin without the patch ({_rel(project, hit.result)}): "
+            project.rel(stack.patch_dir / hit.patch), trailer_line(by_name[hit.patch].raw, hit.node),
+            f"Regression-Test {hit.node} passes on the pristine pin without the patch ({project.rel(hit.result)}): "
             "it is no evidence; bind a test that fails without the patch, or make this one skip under DSV4_INTENT "
             "with a reason containing 'not an intent test' and record again (`dsv4-patch regress --record`)"))
     return out
@@ -244,7 +237,7 @@ def compile_findings(project: Project, stack: StackConfig, patches: list[PatchFi
                    f"fix it in {tree}, commit, `dsv4-patch export {stack.label}`)")
            for pr in problems]
     if unread:
-        out.append(Finding(_rel(project, stack.series_path), 0,
+        out.append(Finding(project.rel(stack.series_path), 0,
                            f"{len(unread)} Python file{'s' if len(unread) > 1 else ''} the series touches not compiled "
                            f"(no local copy of the pin; `dsv4-patch apply {stack.label}` once makes one)", "note"))
     return out
@@ -254,7 +247,7 @@ def lint_stack(project: Project, stack: StackConfig, sources=None) -> list[Findi
     """The stack's findings; with `sources` (see compile_findings) the touched `.py` files are
     also compiled."""
     findings: list[Finding] = []
-    series_rel = _rel(project, stack.series_path)
+    series_rel = project.rel(stack.series_path)
     try:
         entries = read_series(stack.series_path)
     except PatchFormatError as e:
@@ -266,7 +259,7 @@ def lint_stack(project: Project, stack: StackConfig, sources=None) -> list[Findi
         seen.setdefault(e.name, e.line)
     on_disk = {p.name for p in stack.patch_dir.glob("*.patch")}
     for name in sorted(on_disk - set(seen)):
-        findings.append(Finding(_rel(project, stack.patch_dir / name), 0, "orphan patch: not listed in series (add it or delete it)"))
+        findings.append(Finding(project.rel(stack.patch_dir / name), 0, "orphan patch: not listed in series (add it or delete it)"))
     patches, complete = [], True
     for e in entries:
         if e.name in {p.name for p in patches}:
@@ -279,7 +272,7 @@ def lint_stack(project: Project, stack: StackConfig, sources=None) -> list[Findi
         try:
             patch = load_patch(path)
         except PatchFormatError as err:
-            findings.append(Finding(_rel(project, path), 0, err.one_line()))
+            findings.append(Finding(project.rel(path), 0, err.one_line()))
             complete = False
             continue
         patches.append(patch)

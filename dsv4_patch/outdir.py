@@ -1,4 +1,5 @@
-"""The output directory: locking, staging, atomic swap and recovery.
+"""The output directory: where it is (out_dir: --out, else build/), locking, staging, atomic swap and
+recovery.
 
 Layout under OUT:
     OUT/<tree>/                 finished trees (e.g. vllm, vllm.base)
@@ -21,7 +22,6 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from .atomicio import fsync_dir, write_atomic

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .carried_messages import VERSION_RE, refresh_message, version_forms
 from .config import RELEASES_DIR, Project, StackConfig, load_project, parse_project
 from .errors import EXIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_UNVERIFIED, ConfigError, Dsv4Error, UsageError
 from .gitcmd import Git
@@ -36,8 +37,6 @@ from .locks import stack_lock
 from .sources import Cache, Progress
 from .sources.base import say
 from . import tomllines
-from .bump.port_advice import VERSION_RE, refresh_message, version_forms
-
 
 
 @dataclass
@@ -134,12 +133,7 @@ def nearest(primary: StackConfig, tag: str) -> StackConfig:
     return rels[-1]
 
 
-def _rel(project: Project, p: Path) -> str:
-    p = Path(p)
-    return p.relative_to(project.root).as_posix() if p.is_relative_to(project.root) else str(p)
-
-
-# --- carried messages (bump/port_advice.py refreshes one) -----------------------------------------
+# --- carried messages (carried_messages.py) --------------------------------------------------------
 
 def refresh_commits(tree: Path, old: str, new: str, root: Path) -> list[str]:
     """Rewrite the messages of the commits between refs/dsv4/base and HEAD (refresh_message);
@@ -239,7 +233,7 @@ def _rerender(tree: Path, staging: Path, cfg: StackConfig) -> None:
 
 
 def _regress(project: Project, selector: str, opts: ReleaseOptions, progress: Progress) -> dict:
-    from .regress_run import regress
+    from .regress_releases import regress
 
     try:
         return regress(load_project(project.root), [selector], out=opts.out, progress=progress).to_dict()
@@ -263,14 +257,14 @@ def add(project: Project, stack: str, tag: str, *, source_release: str | None = 
     key = release_key(primary, tag)
     if _carried(primary, key) or _carried(primary, tag):
         r = _carried(primary, key) or _carried(primary, tag)
-        raise UsageError(f"{project.config_path}: {stack} already carries {key} ({_rel(project, r.patch_dir)})",
+        raise UsageError(f"{project.config_path}: {stack} already carries {key} ({project.rel(r.patch_dir)})",
                          hint=f"re-pin it with `dsv4-patch release move {stack} {r.release} NEW`, or retire it first")
     src = project.target(stack, source_release) if source_release else nearest(primary, key)
     folder = primary.patch_dir / RELEASES_DIR / key
-    res = ReleaseResult("add", stack, key, src.release, folder=_rel(project, folder),
+    res = ReleaseResult("add", stack, key, src.release, folder=project.rel(folder),
                         table=f'[stacks.{stack}.releases."{key}"]')
     if folder.exists():
-        raise ConfigError(f"{_rel(project, folder)} exists but no [stacks.{stack}.releases.\"{key}\"] table declares it",
+        raise ConfigError(f"{project.rel(folder)} exists but no [stacks.{stack}.releases.\"{key}\"] table declares it",
                           hint="move it away (or delete it) and run again; nothing was changed")
     staging = folder.with_name(f".{key}.staging")
     shutil.rmtree(staging, ignore_errors=True)
@@ -311,7 +305,7 @@ def add(project: Project, stack: str, tag: str, *, source_release: str | None = 
             except BaseException:
                 folder.rename(staging)
                 raise
-        res.written = [_rel(project, project.config_path), res.folder]
+        res.written = [project.rel(project.config_path), res.folder]
         if opts.regress:
             say(progress, f"{stack}: regression tests of {stack}@{key}")
             res.regress = _regress(project, f"{stack}@{key}", opts, progress)
@@ -328,10 +322,10 @@ def move(project: Project, stack: str, frm: str, to: str, *, opts: ReleaseOption
     primary = project.stack(stack.partition("@")[0])
     cfg = project.target(primary.name, frm)
     key = release_key(primary, to)
-    res = ReleaseResult("move", primary.name, key, cfg.release, folder=_rel(project, cfg.patch_dir))
+    res = ReleaseResult("move", primary.name, key, cfg.release, folder=project.rel(cfg.patch_dir))
     other = _carried(primary, key)
     if other is not None and other is not cfg:
-        raise UsageError(f"{primary.name} already carries {key} ({_rel(project, other.patch_dir)})",
+        raise UsageError(f"{primary.name} already carries {key} ({project.rel(other.patch_dir)})",
                          hint=f"retire one first: `dsv4-patch release retire {primary.name} {key}`")
     if cfg.primary:  # the primary's pin lives in [stacks.S]: a plain bump moves it
         from .bump import BumpOptions, bump
@@ -354,10 +348,10 @@ def move(project: Project, stack: str, frm: str, to: str, *, opts: ReleaseOption
     old_dir = cfg.patch_dir
     default = cfg.raw.get("patches") in (None, f"{_rel_patches(primary)}/{RELEASES_DIR}/{cfg.release}")
     new_dir = primary.patch_dir / RELEASES_DIR / key if default else old_dir
-    res.folder = _rel(project, new_dir)
+    res.folder = project.rel(new_dir)
     res.table = f'[stacks.{primary.name}.releases."{key}"]'
     if new_dir != old_dir and new_dir.exists():
-        raise ConfigError(f"{_rel(project, new_dir)} exists", hint="move it away and run again; nothing was changed")
+        raise ConfigError(f"{project.rel(new_dir)} exists", hint="move it away and run again; nothing was changed")
     staging = new_dir.with_name(f".{key}.staging")
     backup = old_dir.with_name(f".{cfg.release}.moving")
     shutil.rmtree(staging, ignore_errors=True)
@@ -399,7 +393,7 @@ def move(project: Project, stack: str, frm: str, to: str, *, opts: ReleaseOption
         stale = [lines[i].strip() for i in mine if lines[i].lstrip().startswith("#") and any(x in lines[i] for x in olds)]
         res.notes += [f"stacks.toml: a comment in the moved table still names {cfg.release}: {ln}" for ln in stale]
         if (old_dir / "results").is_dir():
-            res.notes.append(f"{_rel(project, old_dir / 'results')} (results of {cfg.release}) stays in git history, "
+            res.notes.append(f"{project.rel(old_dir / 'results')} (results of {cfg.release}) stays in git history, "
                              f"not carried: they are not evidence for {key}")
         if opts.dry_run:
             res.status = "dry-run"
@@ -417,9 +411,9 @@ def move(project: Project, stack: str, frm: str, to: str, *, opts: ReleaseOption
                 backup.rename(old_dir)
                 raise
             shutil.rmtree(backup)
-        res.written = [_rel(project, project.config_path), res.folder]
+        res.written = [project.rel(project.config_path), res.folder]
         if new_dir != old_dir:
-            res.removed = [_rel(project, old_dir)]
+            res.removed = [project.rel(old_dir)]
         if opts.regress:
             res.regress = _regress(project, f"{primary.name}@{key}", opts, progress)
         return res
@@ -441,7 +435,7 @@ def retire(project: Project, stack: str, tag: str, *, opts: ReleaseOptions | Non
         raise UsageError(f"{cfg.release} is the primary release of {primary.name} ([stacks.{primary.name}]): "
                          "it is not retired", hint=f"move it with `dsv4-patch release move {primary.name} {cfg.release} NEW`")
     folder = cfg.patch_dir
-    rel = _rel(project, folder)
+    rel = project.rel(folder)
     res = ReleaseResult("retire", primary.name, cfg.release, folder=rel, table=cfg.table)
     g = Git(project.root)
     inside = (project.root / ".git").exists() and folder.is_relative_to(project.root)
@@ -471,11 +465,11 @@ def retire(project: Project, stack: str, tag: str, *, opts: ReleaseOptions | Non
                 backup.rename(folder)
             raise
         shutil.rmtree(backup, ignore_errors=True)
-    res.written = [_rel(project, project.config_path)]
+    res.written = [project.rel(project.config_path)]
     res.removed = [rel]
     out = Path(opts.out) if opts.out else project.root / "build"
     if (out / cfg.label).exists():
-        res.notes.append(f"its tree {_rel(project, out / cfg.label)} is left alone (it may hold work): "
+        res.notes.append(f"its tree {project.rel(out / cfg.label)} is left alone (it may hold work): "
                          "delete it when done")
     res.seconds = time.monotonic() - t0
     return res

@@ -21,7 +21,7 @@ from pathlib import Path
 from .advice import keep_work_hint
 from .config import StackConfig
 from .atomicio import write_atomic
-from .errors import ConflictError, Dsv4Error, HunkReport, PatchFailure, PatchFormatError  # noqa: F401 (the report types, named here before)
+from .errors import ConflictError, Dsv4Error, HunkReport, PatchFailure, PatchFormatError
 from .gitcmd import Git, clone_local
 from . import incremental
 from .localwork import attempt_touched, ignored_count, local_work, record_attempt, ref_snapshot

@@ -38,7 +38,7 @@ from ..outdir import OutDir
 from ..patchfile import PatchFile, parse_patch_bytes
 from ..pinning import set_keys
 from ..regress import SEED_ENV, RegressReport, bound_tests, one_test_run, release_tree_env, run_pytest, summarize
-from ..regress_run import regress
+from ..regress_releases import regress
 from ..series import render_series, series_header
 from ..sources import Cache, Progress, materialize
 from ..sources.base import say

@@ -2,8 +2,9 @@
 which `bump` and `release add|move` reuse for the tree they carried a stack to (so it lives below
 all three, not in api.py: bump is imported by api, never the other way round).
 
-The pytest runs themselves, their environment and the report are regress.py's; this module picks
-the trees and groups the runs.
+The pytest runs and the report are regress.py's; this module builds the trees, sets their
+DSV4_TREE_/DSV4_BASE_/DSV4_RELEASE_ variables (release_env) and groups the runs: the primary
+releases of all stacks in one, each further release in its own.
 """
 
 from __future__ import annotations
