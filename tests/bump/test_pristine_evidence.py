@@ -180,3 +180,43 @@ def test_status_check_is_green_when_every_intent_test_fails_on_the_pristine_pin(
     _stack(benv, TAGGED)
     p = cli(benv, "status", "demo", "--check", "--json")
     assert p.returncode == 0 and json.loads(p.stdout)[0]["unverified"] == {}, p.stdout + p.stderr
+
+
+def test_the_pristine_run_of_a_record_computes_afresh_and_runs_only_ids_whose_files_exist(tmp_path, monkeypatch):
+    """`regress --record`'s pristine run (bump/semantic.run_on_pristine) is a measurement: its pytest
+    gets DSV4_CHECK_MEMO=run (every check computed in that run, none read from an earlier one), and
+    a caller's `0` (no store at all) is left as it is; the base tree stands in for the patched tree,
+    under DSV4_INTENT=1; ids whose test file is gone are not run, and none left is no run at all."""
+    from dsv4_patch.bump import semantic
+    from dsv4_patch.regress import RESULT_CACHE_ENV
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_p.py").write_text("def test_a():\n    pass\n")
+    cfg = load_project(_project_with_one_stack(tmp_path)).stacks["demo"]
+    calls = []
+    monkeypatch.setattr(semantic, "run_intent_tests",
+                        lambda root, nodes, env, log=None: calls.append((nodes, env)) or {"n": {"outcome": "failed"}})
+    base = tmp_path / "base"
+    monkeypatch.delenv(RESULT_CACHE_ENV, raising=False)
+    got = semantic.run_on_pristine(tmp_path, cfg, base, ["tests/test_p.py::test_a", "tests/gone.py::test_b",
+                                                         "tests/test_p.py::test_a"])
+    assert got == {"n": {"outcome": "failed"}}
+    (nodes, env), = calls
+    assert nodes == ["tests/test_p.py::test_a"]
+    assert env[RESULT_CACHE_ENV] == "run" and env[semantic.INTENT_ENV] == "1"
+    assert env["DSV4_TREE_DEMO"] == env["DSV4_BASE_DEMO"] == str(base)
+    monkeypatch.setenv(RESULT_CACHE_ENV, "0")
+    semantic.run_on_pristine(tmp_path, cfg, base, ["tests/test_p.py::test_a"])
+    assert RESULT_CACHE_ENV not in calls[-1][1]  # the child inherits the caller's 0
+    calls.clear()
+    assert semantic.run_on_pristine(tmp_path, cfg, base, ["tests/gone.py::test_b"]) == {}
+    assert calls == []
+
+
+def _project_with_one_stack(root: Path) -> Path:
+    (root / "patches" / "demo").mkdir(parents=True)
+    (root / "patches" / "demo" / "series").write_text("")
+    (root / "patches" / "stacks.toml").write_text(
+        '[stacks.demo]\nupstream = "https://example.invalid/demo"\ncommit = "' + "a" * 40 + '"\n'
+        '[[stacks.demo.sources]]\nkind = "path"\npath = "/nonexistent"\n')
+    return root
