@@ -7,7 +7,12 @@ source); cosmic-ray rewrites files in place (fine for Triton) but pays a full in
 mutant (torch + triton imports, ~4 s here) and generates every operator for every operator site, which
 multiplies the run by about six on a shared 2-core machine. This script mutates the AST of a copy,
 writes the mutant as source (so `triton.jit` and the Triton interpreter see real source), and runs
-pytest in a child forked from a parent that has already imported torch, numpy, triton and pytest.
+pytest in a child forked from a parent that has already imported torch, numpy and pytest. Not triton:
+triton.language makes its helpers (`tl.max`, ...) when it is imported, interpreted or not by
+TRITON_INTERPRET at that moment, so a child that interprets a kernel in-process must import triton
+itself, after setting the variable (with triton 3.9 a parent's import made every such child fail,
+unmutated or not, and each mutant inside a kernel read "killed"; `in_process_probe` now checks the
+unmutated copy first and runs the full tests instead where that fast run does not pass).
 
 Not part of `.ci/run` (minutes, not seconds). Usage:
 
@@ -252,11 +257,36 @@ def _pytest_args(tests: list[str], marker: str, box: Path) -> list[str]:
             "--rootdir", str(box), *tests]
 
 
-def _runs(first_k: str) -> list[_mutation.Run]:
-    # A mutant inside a Triton kernel is first run by the interpreter tests alone, in this process
-    # (the tests interpret in-process when TRITON_INTERPRET=1 is already set: no fresh interpreter to
-    # start); the full run after that goes back to the ordinary environment.
-    return ([(["-k", first_k], {"TRITON_INTERPRET": "1"})] if first_k else []) + [([], {"TRITON_INTERPRET": None})]
+def _in_process(first_k: str) -> _mutation.Run:
+    # the interpreter tests alone, in the forked child (they interpret in-process when
+    # TRITON_INTERPRET=1 is already set: no fresh interpreter to start)
+    return (["-k", first_k], {"TRITON_INTERPRET": "1"})
+
+
+FULL: _mutation.Run = ([], {"TRITON_INTERPRET": None})  # every test, in the ordinary environment
+
+
+# Targets whose in-process interpreter run fails on the unmutated copy (in_process_probe): their
+# mutants go straight to the full tests, whose fixtures start interpreters of their own.
+NO_IN_PROCESS: set[str] = set()
+
+
+def in_process_probe(targets: list[str], marker: str, timeout: float) -> None:
+    """Run each target's in-process interpreter tests on the unmutated copy; where they do not pass,
+    that fast run would "kill" every mutant inside a kernel without testing it: skip it there."""
+    for t in targets:
+        rel, tests, first_k = TARGETS[t]
+        if not first_k:
+            continue
+        box = make_sandbox([t])
+        try:
+            killer, _ = fork_pytest(box, _pytest_args(tests, marker, box), [_in_process(first_k)], timeout)
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+        if killer:
+            NO_IN_PROCESS.add(t)
+            print(f"{t}: the in-process interpreter run fails on the unmutated copy ({killer}): "
+                  "its kernel mutants run the full tests instead", flush=True)
 
 
 def run_all(mutants: list[Mutant], workers: int, marker: str, timeout: float,
@@ -268,8 +298,18 @@ def run_all(mutants: list[Mutant], workers: int, marker: str, timeout: float,
 
 
 def _fork_pytest(box: Path, tests: list[str], first_k: str, marker: str, timeout: float) -> tuple[str, float]:
-    """Run pytest in a forked child; returns (first failing test or '' if all passed, seconds)."""
-    return fork_pytest(box, _pytest_args(tests, marker, box), _runs(first_k), timeout)
+    """Run pytest in forked children; returns (first failing test or '' if all passed, seconds).
+    With `first_k`, the in-process interpreter tests run first, and only if they pass the full tests,
+    each in a child of its own: a child that has imported triton interpreted keeps it so, and the
+    full run after it in the same process failed tests the mutant does not touch."""
+    args = _pytest_args(tests, marker, box)
+    if not first_k:
+        return fork_pytest(box, args, [FULL], timeout)
+    killer, secs = fork_pytest(box, args, [_in_process(first_k)], timeout)
+    if killer:
+        return killer, secs
+    killer, more = fork_pytest(box, args, [FULL], max(timeout - secs, 1.0))
+    return killer, secs + more
 
 
 def run_mutant(box: Path, m: Mutant, marker: str, timeout: float) -> None:
@@ -278,7 +318,8 @@ def run_mutant(box: Path, m: Mutant, marker: str, timeout: float) -> None:
     original = dest.read_text()
     dest.write_text(mutant_source(m.target, m.index))
     try:
-        killer, secs = _fork_pytest(box, tests, first_k if m.in_jit else "", marker, timeout)
+        fast = first_k if m.in_jit and m.target not in NO_IN_PROCESS else ""
+        killer, secs = _fork_pytest(box, tests, fast, marker, timeout)
     finally:
         dest.write_text(original)
     judge(m, killer, secs)
@@ -315,10 +356,10 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    import hypothesis  # noqa: F401
-    import triton  # noqa: F401
+    import hypothesis  # noqa: F401  (not triton: see the module docstring)
 
     targets = sorted({m.target for m in mutants})
+    in_process_probe(sorted({m.target for m in mutants if m.in_jit}), a.marker, a.timeout)
     all_tests = sorted({f for t in targets for f in TARGETS[t][1]})
     if not a.skip_baseline and not _mutation.baseline(
             lambda: make_sandbox(targets), lambda box: shutil.rmtree(box, ignore_errors=True),

@@ -1,7 +1,10 @@
 """benchmarks/mutate_kernels.py (not run in CI, minutes long): its mutant generation stays sound.
 
 Only what is cheap: every target has mutation sites; each mutant's source parses and differs from the
-baseline rewrite in exactly the mutated spot; functions left out are left out."""
+baseline rewrite in exactly the mutated spot; functions left out are left out; and how a mutant
+inside a kernel is run (planted test files, forked pytest runs of a second each): the in-process
+interpreter run and the full run in children of their own, and no in-process run where it fails on
+the unmutated copy."""
 
 from __future__ import annotations
 
@@ -145,3 +148,57 @@ def test_sandbox_has_what_the_tests_import(mk):
             assert (box / "tests" / f.name).is_file(), f.name
     finally:
         shutil.rmtree(box, ignore_errors=True)
+
+
+def _planted_box(tmp_path: Path, interpreter_test: str) -> Path:
+    box = tmp_path / "box"
+    (box / "tests").mkdir(parents=True)
+    (box / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\nmarkers =\n    gpu: gpu\n")
+    (box / "tests" / "test_planted.py").write_text(interpreter_test + '''
+
+def test_full_run_sees_a_fresh_process():
+    import sys
+    assert "planted_interpreted" not in sys.modules, "the interpreter run left its state here"
+''')
+    return box
+
+
+def test_a_kernel_mutants_full_run_is_a_child_of_its_own(mk, tmp_path):
+    """A mutant inside a kernel runs the in-process interpreter tests first, then the full tests in
+    another forked child: in one process, what the interpreter run imported (triton, interpreted)
+    stays, and the full run failed tests the mutant does not touch (two survivors of the report,
+    qdq-sglang:13 and :65, read "killed" so)."""
+    box = _planted_box(tmp_path, '''
+import os, sys, types
+
+def test_interpreter_leaves_state():
+    if os.environ.get("TRITON_INTERPRET") == "1":  # in-process, as the kernel tests interpret then
+        sys.modules["planted_interpreted"] = types.ModuleType("planted_interpreted")
+''')
+    killer, _ = mk._fork_pytest(box, ["tests/test_planted.py"], "interpreter", "not gpu", 120)
+    assert killer == "", killer
+    killer, _ = mk._fork_pytest(box, ["tests/test_planted.py"], "", "not gpu", 120)
+    assert killer == "", killer
+
+
+def test_an_in_process_run_that_fails_unmutated_is_not_used(mk, tmp_path, monkeypatch, capsys):
+    """in_process_probe: where the interpreter tests fail on the unmutated copy (with triton 3.9 a
+    parent that had imported triton made every such run fail), their kernel mutants go straight to
+    the full tests instead of reading "killed"; where they pass, the fast run is kept."""
+    for name, body, used in (("broken", "def test_interpreter_x():\n    raise RuntimeError('cannot interpret')\n", False),
+                             ("sound", "def test_interpreter_x():\n    pass\n", True)):
+        box = _planted_box(tmp_path / name, body)
+        monkeypatch.setitem(mk.TARGETS, name, ("tests/test_planted.py", ["tests/test_planted.py"], "interpreter"))
+        monkeypatch.setattr(mk, "make_sandbox", lambda targets, box=box: _copy(box, tmp_path / f"{name}-copy"))
+        monkeypatch.setattr(mk, "NO_IN_PROCESS", set())
+        mk.in_process_probe([name], "not gpu", 120)
+        assert (name not in mk.NO_IN_PROCESS) is used
+        assert ("fails on the unmutated copy" in capsys.readouterr().out) is not used
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    return dst
