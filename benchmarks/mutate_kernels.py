@@ -308,7 +308,9 @@ def _fork_pytest(box: Path, tests: list[str], first_k: str, marker: str, timeout
     killer, secs = fork_pytest(box, args, [_in_process(first_k)], timeout)
     if killer:
         return killer, secs
-    killer, more = fork_pytest(box, args, [FULL], max(timeout - secs, 1.0))
+    if timeout - secs <= 0:
+        return "timeout", secs
+    killer, more = fork_pytest(box, args, [FULL], timeout - secs)
     return killer, secs + more
 
 
@@ -335,7 +337,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write every mutant's result here")
     ap.add_argument("--workers", type=int, default=1, help="mutants run in parallel (default 1)")
     ap.add_argument("--skip-baseline", action="store_true",
-                    help="do not first run the unmutated copy (when that was checked on this tree already)")
+                    help="do not first run the unmutated copy's tests (when that was checked on this tree already); "
+                         "the in-process interpreter probe still runs")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds: start no new mutant after this (the rest are reported as not run)")
     a = ap.parse_args()
@@ -359,12 +362,13 @@ def main() -> int:
     import hypothesis  # noqa: F401  (not triton: see the module docstring)
 
     targets = sorted({m.target for m in mutants})
-    in_process_probe(sorted({m.target for m in mutants if m.in_jit}), a.marker, a.timeout)
     all_tests = sorted({f for t in targets for f in TARGETS[t][1]})
     if not a.skip_baseline and not _mutation.baseline(
             lambda: make_sandbox(targets), lambda box: shutil.rmtree(box, ignore_errors=True),
             lambda box: _fork_pytest(box, all_tests, "", a.marker, a.timeout * 4), len(all_tests)):
         return 1
+    # before the workers fork: they inherit NO_IN_PROCESS
+    in_process_probe(sorted({m.target for m in mutants if m.in_jit}), a.marker, a.timeout)
     print(f"{len(mutants)} mutants on {a.workers} worker(s)", flush=True)
     t0 = time.monotonic()
     mutants = run_all(mutants, a.workers, a.marker, a.timeout, t0 + a.budget if a.budget else None)

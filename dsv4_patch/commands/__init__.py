@@ -1,6 +1,7 @@
-"""The commands layer, one module per command (pre-commit's `commands/` layout): each function
-takes a Project and the command's options and returns data; none prints. `dsv4_patch.api` names
-them all, as the cli (tools/) and the tests call them.
+"""The commands layer, one module per command (pre-commit's `commands/` layout): the commands take a
+Project and the command's options and return data; none prints. Callers import them from
+`dsv4_patch.api`, which names them all (this package re-exports nothing: `commands.apply` is the
+module).
 
 Each command imports what it needs when it runs: a no-op `apply` should not pay for lint, regress,
 export or pin (and their imports) on every start. A module here imports another only for a

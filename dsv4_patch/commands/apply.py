@@ -1,4 +1,5 @@
-"""`apply` (and --continue/--abort), and the trees the tests and build ask for."""
+"""`apply` (and --continue/--abort, compile_problems for the touched files), and the trees the tests
+ask for (ensure_tree, tree_for_tests: the `dsv4_tree` fixture)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,10 +29,3 @@ def build(project: Project, stack: str, venv: Path, *, release: str | None = Non
         raise UsageError(f"stack {stack} has no PyPI release source", hint="overlay builds need an sdist or wheel pin")
     return build_mod.build_overlay(base.tree, patched.tree, venv, package=pkg.get("package"), version=str(pkg.get("version")),
                                    from_source=from_source, deepgemm_src=deepgemm_src, progress=progress)
-
-
-def clean(project: Project, out: Path | None = None) -> Path:
-    d = out_dir(project, out)
-    if d.exists():
-        shutil.rmtree(d)
-    return d

@@ -1,4 +1,4 @@
-"""`check`: lint every patch of every release, never running a test."""
+"""`check`: lint and compile-check every release's patches; no test, no network."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """`regress --level upstream-ci`, and the regress report as --json gives it. The test levels' runs
-are regress_releases.py's (bump and `release` run them too), named here through api.regress."""
+(`regress` itself) are dsv4_patch/regress_releases.py's, since bump and `release` run them too;
+api.regress names that one."""
 
 from __future__ import annotations
 

@@ -151,49 +151,70 @@ def test_sandbox_has_what_the_tests_import(mk):
 
 
 def _planted_box(tmp_path: Path, interpreter_test: str) -> Path:
+    """A sandbox as make_sandbox makes one, holding one test file: `interpreter_test` (tests whose names
+    say `interpreter`) and a test of the full run that leaves a mark and checks its process is fresh."""
     box = tmp_path / "box"
     (box / "tests").mkdir(parents=True)
     (box / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\nmarkers =\n    gpu: gpu\n")
     (box / "tests" / "test_planted.py").write_text(interpreter_test + '''
 
 def test_full_run_sees_a_fresh_process():
-    import sys
+    import os, sys
+    from pathlib import Path
+    Path("ran-full").write_text("")
     assert "planted_interpreted" not in sys.modules, "the interpreter run left its state here"
 ''')
     return box
 
 
 def test_a_kernel_mutants_full_run_is_a_child_of_its_own(mk, tmp_path):
-    """A mutant inside a kernel runs the in-process interpreter tests first, then the full tests in
-    another forked child: in one process, what the interpreter run imported (triton, interpreted)
-    stays, and the full run failed tests the mutant does not touch (two survivors of the report,
-    qdq-sglang:13 and :65, read "killed" so)."""
+    """A mutant inside a kernel runs the in-process interpreter tests first, then (they passed) the
+    full tests in another forked child: in one process, what the interpreter run imported (triton,
+    interpreted) stays, and the full run failed tests the mutant does not touch (two survivors of
+    the report, qdq-sglang:13 and :65, read "killed" so). Both runs leave their mark."""
     box = _planted_box(tmp_path, '''
 import os, sys, types
+from pathlib import Path
 
 def test_interpreter_leaves_state():
     if os.environ.get("TRITON_INTERPRET") == "1":  # in-process, as the kernel tests interpret then
+        Path("ran-interpreter").write_text("")
         sys.modules["planted_interpreted"] = types.ModuleType("planted_interpreted")
 ''')
     killer, _ = mk._fork_pytest(box, ["tests/test_planted.py"], "interpreter", "not gpu", 120)
     assert killer == "", killer
-    killer, _ = mk._fork_pytest(box, ["tests/test_planted.py"], "", "not gpu", 120)
-    assert killer == "", killer
+    assert (box / "ran-interpreter").is_file() and (box / "ran-full").is_file()
+
+
+def test_a_failing_interpreter_run_is_the_verdict_and_no_full_run_follows(mk, tmp_path):
+    box = _planted_box(tmp_path, "def test_interpreter_x():\n    raise AssertionError('the mutant')\n")
+    killer, _ = mk._fork_pytest(box, ["tests/test_planted.py"], "interpreter", "not gpu", 120)
+    assert killer == "tests/test_planted.py::test_interpreter_x"
+    assert not (box / "ran-full").exists()
 
 
 def test_an_in_process_run_that_fails_unmutated_is_not_used(mk, tmp_path, monkeypatch, capsys):
     """in_process_probe: where the interpreter tests fail on the unmutated copy (with triton 3.9 a
     parent that had imported triton made every such run fail), their kernel mutants go straight to
-    the full tests instead of reading "killed"; where they pass, the fast run is kept."""
+    the full tests instead of reading "killed" (run_mutant asks for no in-process run); where they
+    pass, the fast run is kept."""
     for name, body, used in (("broken", "def test_interpreter_x():\n    raise RuntimeError('cannot interpret')\n", False),
                              ("sound", "def test_interpreter_x():\n    pass\n", True)):
         box = _planted_box(tmp_path / name, body)
         monkeypatch.setitem(mk.TARGETS, name, ("tests/test_planted.py", ["tests/test_planted.py"], "interpreter"))
-        monkeypatch.setattr(mk, "make_sandbox", lambda targets, box=box: _copy(box, tmp_path / f"{name}-copy"))
+        monkeypatch.setattr(mk, "make_sandbox", lambda targets, box=box, name=name: _copy(box, tmp_path / f"{name}-copy"))
         monkeypatch.setattr(mk, "NO_IN_PROCESS", set())
         mk.in_process_probe([name], "not gpu", 120)
         assert (name not in mk.NO_IN_PROCESS) is used
         assert ("fails on the unmutated copy" in capsys.readouterr().out) is not used
+        asked = []
+        monkeypatch.setattr(mk, "_fork_pytest", lambda box, tests, first_k, marker, timeout: asked.append(first_k) or ("", 0.0))
+        monkeypatch.setattr(mk, "mutant_source", lambda target, index: "# the mutant\n")
+        monkeypatch.setattr(mk, "judge", lambda m, killer, secs: None)
+        mutant = mk.Mutant(name, 0, 1, "constant 1 -> 2", in_jit=True)
+        mk.run_mutant(box, mutant, "not gpu", 120)
+        assert asked == (["interpreter"] if used else [""])
+        assert (box / "tests" / "test_planted.py").read_text() != "# the mutant\n"  # put back
 
 
 def _copy(src: Path, dst: Path) -> Path:
