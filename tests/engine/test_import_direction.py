@@ -1,5 +1,5 @@
 """Imports run one way (docs/architecture.md, "Modules and the direction of imports"): no two
-modules of dsv4_patch/ reach each other round a circle, and nothing below the commands layer (api)
+modules of dsv4_patch/ reach each other round a circle, and nothing below the commands layer (api, commands/)
 imports it or the cli.
 
 An import inside a function counts: it runs one way or the other at some call, and a circle of
