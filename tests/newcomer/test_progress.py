@@ -10,7 +10,7 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tools.applypatch import ProgressView  # noqa: E402
+from tools._cli import ProgressView  # noqa: E402
 
 
 def test_terminal_gets_a_bar_for_counted_steps():
