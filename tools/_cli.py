@@ -66,7 +66,7 @@ ReleaseOpt = typer.Option(None, "--release", "-r", metavar="TAG", help="Only thi
 
 
 def progress(quiet: bool = False):
-    """The engine's progress callback, rendered by the current command's view (see _view)."""
+    """The engine's progress callback, rendered by the current command's view (VIEW)."""
     return None if quiet else VIEW.say
 
 
@@ -133,7 +133,7 @@ WideOpt = typer.Option(False, "--wide", help="The full table: every cell whole, 
                        "COLUMNS, else the terminal, else 100 columns; --json has everything).")
 
 
-def width() -> int:
+def table_width() -> int:
     """The width tables fit: COLUMNS, else the terminal's, else 100 (pipes, CI logs)."""
     import os
 
@@ -217,7 +217,7 @@ def fail(e: Dsv4Error, as_json: bool) -> None:
     raise typer.Exit(e.exit_code)
 
 
-def project(project: Optional[Path]):
+def load(project: Optional[Path]):
     return load_project(project)
 
 

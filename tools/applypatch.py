@@ -1,5 +1,7 @@
-"""dsv4-patch: the command line. Thin: parse arguments, call dsv4_patch.api, render results.
-This module starts it: the commands are tools/cmd_*.py, what they share tools/_cli.py.
+"""dsv4-patch: the command line, started here. The commands are tools/cmd_*.py (each parses its
+arguments, calls dsv4_patch.api and renders the result), what they share is tools/_cli.py; imports
+run applypatch -> cmd_* -> _cli, never back (a cmd_* importing this module would register e2e, bump
+and release on the shared app twice).
 
 Exit codes: 0 ok, 1 error (bad input, unreachable source, stale export, lint or test failure),
 2 usage, 3 conflict (a patch does not apply, or is already upstream).
@@ -31,9 +33,9 @@ SHORT_HELP = {"bump": "Rebase a stack onto a new upstream release or commit; one
 
 
 def _register_optional(argv: list[str] | None) -> None:
-    """`e2e` and `bump` live in their own modules. Run as the command, they are imported only when
-    they can be invoked or listed (their command, or top-level help), so `apply`'s no-op stays
-    fast; imported as a library (argv None: tests, other tools) every command is registered."""
+    """`e2e`, `bump` and `release` are imported only when they can be invoked or listed (their
+    command, or top-level help), so `apply`'s no-op stays fast; imported as a library (argv None:
+    tests, other tools) every command is registered."""
     first = None if argv is None else next((a for a in argv if not a.startswith("-")), None)
     for name, module, func in (("e2e", "tools.cmd_e2e", "e2e"), ("bump", "tools.cmd_bump", "bump"),
                                ("release", "tools.cmd_release", "app")):

@@ -69,7 +69,7 @@ def apply(
     upstream).
     """
     try:
-        proj = cli.project(project)
+        proj = cli.load(project)
         targets = proj.targets(stacks, release)
         api.out_dir(proj, out_dir)  # a --out on the checkout's tracked paths: one error, not one per target
         if (resume or abort) and not stacks:

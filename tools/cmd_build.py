@@ -45,7 +45,7 @@ def build(
     3 the stack does not apply.
     """
     try:
-        res = api.build(cli.project(project), stack, venv, from_source=from_source, out=out_dir,
+        res = api.build(cli.load(project), stack, venv, from_source=from_source, out=out_dir,
                         deepgemm_src=deepgemm_src, progress=cli.progress(as_json))
     except Dsv4Error as e:
         cli.fail(e, as_json)

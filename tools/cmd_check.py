@@ -39,7 +39,7 @@ def check(
     Exit codes: 0 clean, 1 findings (or an error), 2 usage.
     """
     try:
-        findings = api.check(cli.project(project), stacks, releases=release)
+        findings = api.check(cli.load(project), stacks, releases=release)
     except Dsv4Error as e:
         cli.fail(e, as_json)
     errors = [f for f in findings if f.severity == "error"]

@@ -73,7 +73,7 @@ def export(
     if signoff_as is not None:
         cli.fail(UsageError("--signoff-as goes with --upstream", hint="add --upstream"), as_json)
     try:
-        runs = api.export_releases(cli.project(project), stack, releases=release, out=out_dir, tree=tree, check=check,
+        runs = api.export_releases(cli.load(project), stack, releases=release, out=out_dir, tree=tree, check=check,
                                    remove=tuple(remove or ()), force=force)
     except Dsv4Error as e:
         cli.fail(e, as_json)
@@ -112,7 +112,7 @@ def _rel_dir(cfg) -> str:
 
 def _export_upstream(stack, release, mbox, out_dir, as_json, project, signoff_as=None):
     try:
-        rows, data = api.export_upstream(cli.project(project), stack, releases=release, out=out_dir,
+        rows, data = api.export_upstream(cli.load(project), stack, releases=release, out=out_dir,
                                          mbox=None if mbox is None or str(mbox) == "-" else mbox,
                                          to_stdout=mbox is not None and str(mbox) == "-", signoff_as=signoff_as)
     except Dsv4Error as e:

@@ -42,7 +42,7 @@ def pin(
     (nothing written; with --dry-run or --force reported after the change).
     """
     try:
-        res = api.pin(cli.project(project), stack, ref, source=source, progress=cli.progress(as_json), dry_run=dry_run,
+        res = api.pin(cli.load(project), stack, ref, source=source, progress=cli.progress(as_json), dry_run=dry_run,
                       check_applies=not no_check, force=force)
     except Dsv4Error as e:
         cli.fail(e, as_json)

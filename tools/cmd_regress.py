@@ -90,7 +90,7 @@ def regress(
     apply, 4 with --require-verified: nothing failed but a patch was not verified.
     """
     try:
-        proj = cli.project(project)
+        proj = cli.load(project)
         if level == "upstream-ci":
             if bisect or marker or pytest_args:
                 raise UsageError("--level upstream-ci takes no --bisect, -m or --pytest-args",
@@ -122,7 +122,7 @@ def regress(
             if rep.results or not rep.no_patches:
                 cli.print_table(t)
         elif rep.results or not rep.no_patches:
-            _regress_summary(rep, cli.width())
+            _regress_summary(rep, cli.table_width())
         for label in rep.no_patches:
             out.print(f"{label}: 0 patches in series, nothing to test", highlight=False, markup=False)
         for module, cmd in rep.missing_modules.items():
@@ -151,7 +151,7 @@ def _regress_summary(rep, width: int) -> None:
 
     outcomes = Counter(r.outcome for r in rep.results)
     cli.print_lines([f"regress ({rep.seconds:.1f} s): {len(rep.results)} patch{'' if len(rep.results) == 1 else 'es'}: "
-                  + ", ".join(f"{n} {o}" for o, n in outcomes.items())], width, style="bold")
+                     + ", ".join(f"{n} {o}" for o, n in outcomes.items())], width, style="bold")
     rows = []
     for r in rep.results:
         ran = {n: o for n, o in r.tests.items() if o != "deselected"}

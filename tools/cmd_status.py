@@ -48,7 +48,7 @@ def status(
     intent tests gave no evidence at the pin (--check).
     """
     try:
-        proj = cli.project(project)
+        proj = cli.load(project)
         if matrix:
             from tools.cmd_e2e import render_matrix  # the harness owns the matrix
 
@@ -61,10 +61,10 @@ def status(
     cli.VIEW.stop()
     if cli.emit([{**r.to_dict(), **({"unverified": _unverified_at_pin(r)} if r.applies else {})} for r in rows], as_json):
         raise typer.Exit(_status_rc(rows))
-    width = None if wide else cli.width()
+    width = None if wide else cli.table_width()
     for r in rows:
         cli.print_lines([f"{r.label}  {r.upstream}  pin {r.tag or ''} {r.commit}"
-                      + ("" if r.primary else f"  (further release; patches in {r.patch_dir})")], width, style="bold")
+                         + ("" if r.primary else f"  (further release; patches in {r.patch_dir})")], width, style="bold")
         cli.print_lines([f"  sources: {', '.join(r.sources)}"] + [f"  {k}: {v}" for k, v in r.info.items()], width)
         cli.print_lines([f"  warning: {w}" for w in r.warnings], width, style="yellow")
         if not r.patches:
@@ -78,18 +78,18 @@ def status(
             cli.print_table(t)
         else:  # short cells and the whole name; what does not fit a column is listed below
             cli.print_lines(cli.fit_table(["#", "upstream", "hardware", "tests", "patch"],
-                                    [[str(i), (p["upstream_status"] or "-").split()[0], ", ".join(p["hardware"]) or "-",
-                                      str(len(p["regression_tests"])), p["name"]] for i, p in enumerate(r.patches, 1)],
-                                    width), width)
+                                          [[str(i), (p["upstream_status"] or "-").split()[0], ", ".join(p["hardware"]) or "-",
+                                            str(len(p["regression_tests"])), p["name"]] for i, p in enumerate(r.patches, 1)],
+                                          width), width)
             cli.print_lines([f"  #{i} drop when: {p['drop_when']}" for i, p in enumerate(r.patches, 1) if p["drop_when"]],
-                         width, indent="      ")
+                            width, indent="      ")
         if r.applies is not None:
             if r.applies["ok"]:
                 out.print("  applies cleanly at the pin", style="green", highlight=False)
                 cli.print_lines([f"  does not compile: {line}" for line in (r.compiles or {}).get("problems", [])],
-                             width, style="red")
+                                width, style="red")
                 cli.print_lines([f"  semantic at the pin: {sem['patch']}: {sem['verdict']} ({sem['reason']})"
-                              for sem in r.semantic or []], width)
+                                 for sem in r.semantic or []], width)
                 weak = _unverified_at_pin(r)
                 if r.semantic is None and r.patches:
                     cli.print_lines(["  not verified: intent tests not run (--no-semantic)"], width, style="yellow")

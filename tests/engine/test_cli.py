@@ -202,3 +202,23 @@ def test_script_lists_and_runs_the_lazily_registered_commands():
     for name in ("e2e", "bump"):
         sub = subprocess.run([sys.executable, str(TOOL), name, "--help"], capture_output=True, text=True)
         assert sub.returncode == 0 and "Usage:" in sub.stdout
+
+
+def test_every_command_module_is_registered_on_the_app():
+    """tools/cmd_*.py that register on the shared app (tools/_cli.py) do so when applypatch imports
+    them: a module left out of its import line would be a command that silently does not exist."""
+    import ast
+
+    import typer
+
+    from tools import applypatch
+
+    registered = set(typer.main.get_command(applypatch.app).commands)
+    for f in sorted((ROOT / "tools").glob("cmd_*.py")):
+        tree = ast.parse(f.read_text())
+        shared = any(isinstance(n, ast.ImportFrom) and n.module == "tools._cli" and any(a.name == "app" for a in n.names)
+                     for n in tree.body)  # cmd_release has an app of its own (a command group)
+        on_app = [n.name for n in tree.body if shared and isinstance(n, ast.FunctionDef)
+                  and any(ast.unparse(d).startswith("app.command") for d in n.decorator_list)]
+        assert set(on_app) <= registered, f"{f.name}: {sorted(set(on_app) - registered)} not registered"
+    assert {"status", "apply", "export", "check", "regress", "pin", "build"} <= registered
