@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from bumpkit import edit
-from synth import numbered
+from synth import make_project, numbered
 
 from dsv4_patch.config import load_project
 from dsv4_patch.lint import lint_stack
@@ -192,7 +192,7 @@ def test_the_pristine_run_of_a_record_computes_afresh_and_runs_only_ids_whose_fi
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_p.py").write_text("def test_a():\n    pass\n")
-    cfg = load_project(_project_with_one_stack(tmp_path)).stacks["demo"]
+    cfg = load_project(make_project(tmp_path, tmp_path / "upstream", "a" * 40)).stacks["demo"]
     calls = []
     monkeypatch.setattr(semantic, "run_intent_tests",
                         lambda root, nodes, env, log=None: calls.append((nodes, env)) or {"n": {"outcome": "failed"}})
@@ -212,11 +212,3 @@ def test_the_pristine_run_of_a_record_computes_afresh_and_runs_only_ids_whose_fi
     assert semantic.run_on_pristine(tmp_path, cfg, base, ["tests/gone.py::test_b"]) == {}
     assert calls == []
 
-
-def _project_with_one_stack(root: Path) -> Path:
-    (root / "patches" / "demo").mkdir(parents=True)
-    (root / "patches" / "demo" / "series").write_text("")
-    (root / "patches" / "stacks.toml").write_text(
-        '[stacks.demo]\nupstream = "https://example.invalid/demo"\ncommit = "' + "a" * 40 + '"\n'
-        '[[stacks.demo.sources]]\nkind = "path"\npath = "/nonexistent"\n')
-    return root
