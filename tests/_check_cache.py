@@ -66,8 +66,7 @@ _BOOKKEEPING = re.compile(r"\.dist-info/(?:REQUESTED|INSTALLER|direct_url\.json|
 # what prune may remove: results, and leftovers of their writers and of the log's trim
 _RESULT = re.compile(r"^(?:[0-9a-f]{64}\.json|\.[0-9a-f]{64}\.json\.\d+\.tmp|\.log\.\d+\.tmp)$")
 _sources: dict[tuple[str, ...], str] = {}
-_dists: dict[tuple[str, str], str] = {}
-_recorded: dict[tuple, dict[str, str]] = {}
+_dists: dict[tuple[str, int], dict[str, dict]] = {}  # _records: a site folder's RECORDs and what is derived from them
 
 
 @dataclass(frozen=True)
@@ -143,50 +142,61 @@ def _record_line_counts(line: str) -> bool:
     return not (path.startswith("../") or path.endswith(".pyc") or _BOOKKEEPING.search(path))
 
 
+def _records(sp: Path) -> dict[str, dict] | None:
+    """{"records": {dist-info folder name: its RECORD's lines}} of a site folder (None: no such
+    folder), read once per process and folder state (an install or removal changes the folder's
+    mtime). dists_identity and recorded_hashes both derive from it and keep their results in the
+    same entry."""
+    try:
+        memo = (str(sp), sp.stat().st_mtime_ns)
+    except OSError:
+        return None
+    if memo not in _dists:
+        found = {}
+        for d in sorted(sp.glob("*.dist-info")):
+            try:
+                found[d.name] = (d / "RECORD").read_text().splitlines()
+            except OSError:
+                found[d.name] = []
+        _dists[memo] = {"records": found}
+    return _dists[memo]
+
+
 def dists_identity(sites: list[Path], skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> dict[str, str]:
     """{dist-info folder name: digest of its RECORD's importable files} for every distribution in
     `sites` (whose name starts with one of `only`, when given; none that start with one of `skip`): a
     rebuilt install with another build of the same version is another install; two installs of the
-    same wheels at other paths, compiled or not, are the same. Once per process and folder state
-    (an install or removal changes the folder's mtime)."""
+    same wheels at other paths, compiled or not, are the same."""
     out: dict[str, str] = {}
     for sp in sites:
-        try:
-            state = f"{sp.stat().st_mtime_ns}"
-        except OSError:
+        entry = _records(sp)
+        if entry is None:
             continue
-        memo = (str(sp), state)
-        if memo not in _dists:
-            found = {}
-            for d in sorted(sp.glob("*.dist-info")):
-                try:
-                    lines = (d / "RECORD").read_text().splitlines()
-                except OSError:
-                    lines = []
-                inside = "\n".join(ln for ln in lines if _record_line_counts(ln))
-                found[d.name] = hashlib.sha256(inside.encode()).hexdigest()
-            _dists[memo] = json.dumps(found)
-        out.update({k: v for k, v in json.loads(_dists[memo]).items()
+        if "digests" not in entry:
+            entry["digests"] = {
+                name: hashlib.sha256("\n".join(ln for ln in lines if _record_line_counts(ln)).encode()).hexdigest()
+                for name, lines in entry["records"].items()}
+        out.update({k: v for k, v in entry["digests"].items()
                     if not k.startswith(skip) and (not only or k.startswith(only))})
     return out
 
 
 def recorded_hashes(site_dir: Path) -> dict[str, str]:
     """{path: sha256 hex} of every file the distributions in `site_dir` installed, as their RECORDs
-    say (what installed_files in tests/regress/vllm/_vllm_venvs.py compares a venv's bytes with).
-    Read again when a RECORD changes (its mtime), else once per process."""
-    records = sorted(site_dir.glob("*.dist-info/RECORD"))
-    memo = tuple((str(r), r.stat().st_mtime_ns) for r in records)
-    if memo not in _recorded:
+    say (what installed_files in tests/regress/vllm/_vllm_venvs.py compares a venv's bytes with)."""
+    entry = _records(site_dir)
+    if entry is None:
+        return {}
+    if "hashes" not in entry:
         found: dict[str, str] = {}
-        for record in records:
-            for line in record.read_text().splitlines():
+        for lines in entry["records"].values():
+            for line in lines:
                 path, _, rest = line.partition(",")
                 algo, _, digest = rest.partition(",")[0].partition("=")
                 if algo == "sha256" and digest:
                     found[path] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
-        _recorded[memo] = found
-    return _recorded[memo]
+        entry["hashes"] = found
+    return entry["hashes"]
 
 
 def interpreter_identity(skip: tuple[str, ...] = ("dsv4_patch",), only: tuple[str, ...] = ()) -> dict:
