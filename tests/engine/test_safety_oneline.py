@@ -154,7 +154,7 @@ for a in "$@"; do case "$a" in am|fast-import|read-tree) echo $$ > {pidfile}; ex
 exec {real} "$@"
 """)
     (bindir / "git").chmod(0o755)
-    p = cli(env, "apply", "demo", "--force")  # warm: the base is imported once
+    cli(env, "apply", "demo", "--force")  # warm: the base is imported once
     edit(stack / "three.patch", b"Why and how.", b"Why and how, again.")
     proc = subprocess.Popen([sys.executable, str(TOOL), "apply", "demo", "--project", str(env.root)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 
-from synth import numbered
-
 META = "Why.\n\nUpstream-Status: Pending\nRegression-Test: tests/test_demo.py::test_ok\nSigned-off-by: Pat Cher <pat@example.com>\n"
 # "keep both sides" of a conflict on a class header: the duplicated header has no body
 BROKEN = "class Rocm:\nclass Rocm:\n    x = 1\n"
@@ -35,7 +33,7 @@ def test_apply_check_and_status_name_the_file_line_and_patch(env, cli):
     p = cli(env, "apply", "demo", check=1)
     lines = [ln for ln in p.stderr.splitlines() if "IndentationError" in ln]
     assert len(lines) == 1, p.stderr
-    assert f"demo/pkg/rocm.py:2: IndentationError: " in lines[0] and f"(patch {name})" in lines[0]
+    assert "demo/pkg/rocm.py:2: IndentationError: " in lines[0] and f"(patch {name})" in lines[0]
     assert "Traceback" not in p.stderr
     assert (env.out / "demo/pkg/rocm.py").read_text() == BROKEN  # the tree is kept for the fix
 
@@ -43,7 +41,7 @@ def test_apply_check_and_status_name_the_file_line_and_patch(env, cli):
     assert "pkg/rocm.py:2: IndentationError" in p.stderr
 
     p = cli(env, "check", "demo", check=1)
-    assert f"build/demo/pkg/rocm.py:2: error: IndentationError: " in p.stderr and name in p.stderr
+    assert "build/demo/pkg/rocm.py:2: error: IndentationError: " in p.stderr and name in p.stderr
 
     shutil.rmtree(env.out / "demo")  # no built tree: computed from the (cached) pin
     p = cli(env, "check", "demo", check=1)
