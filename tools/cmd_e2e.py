@@ -96,7 +96,7 @@ def render_matrix(root: Path, stacks: list[str] | None = None, as_json: bool = F
 
     One row per patch (series order), one column per verification level; a cell lists the hardware on which
     the newest result passed, `!hw` where it failed, `~hw` where it was recorded for an older version of
-    the patch file, `?hw` where it passed but its test code changed since (run it again), and `-`
+    the patch file or at another pin, `?hw` where it passed but its test code changed since (run it again), and `-`
     where nothing was recorded.
     """
     from dsv4_patch.e2e.matrix import compute_matrix
@@ -127,6 +127,7 @@ def render_matrix(root: Path, stacks: list[str] | None = None, as_json: bool = F
                              f"test code changed since: {', '.join(files)}")
         for p in m.problems:
             lines.append(f"  problem: {p}")
-    lines.append("legend: hw = passed there, !hw = failed, ~hw = recorded for an older version of the patch, "
+    lines.append("legend: hw = passed there, !hw = failed, ~hw = recorded for an older version of the patch "
+                 "or at another pin, "
                  "?hw = passed, but its test code changed since, - = not run")
     return "\n".join(lines)

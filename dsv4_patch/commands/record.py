@@ -66,7 +66,7 @@ def record_levels(project: Project, report: RegressReport, levels: list[str], ha
                 tests = fingerprint(project.root, files_of_tests(project.root, [n for r in rows for n in r.tests]))
             if level != "apply" and pristine_why:
                 note = "; ".join(filter(None, [note, pristine_why]))
-            data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, by=by,
+            data = make_result(cfg.name, cfg.patch_dir, level, hardware, ok, evidence, upstream_commit=base, pin=cfg.commit, by=by,
                                note=note, tests=tests)
             if level != "apply" and pristine is not None:
                 data["pristine"] = pristine  # each bound id's outcome without the patch: what `check` reads

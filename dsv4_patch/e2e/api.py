@@ -128,7 +128,7 @@ def record_report(root: Path, opts: E2EOptions, report: SuiteReport) -> Path:
     }
     data = make_result(
         stack.name, stack.patch_dir, "hardware", hardware, report.ok, evidence, upstream_commit=stack.commit,
-        by="dsv4-patch e2e --record",
+        pin=stack.commit, by="dsv4-patch e2e --record",
         note="The harness cannot see which patches the engine was built from: recording states that the "
              "engine was built from this checkout's stack.",
     )

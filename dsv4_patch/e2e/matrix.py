@@ -1,7 +1,8 @@
 """The verification matrix: for each patch of each stack, which verification levels passed, on which hardware.
 
 Built only from the result files committed with the stack (record.py). A level nobody recorded is
-absent, a result recorded for an earlier version of a patch file is `stale`, a pass at a test level
+absent, a result recorded for an earlier version of a patch file, or at another pin of the release
+(a result that names its pin), is `stale`, a pass at a test level
 whose test code (the patch's bound test modules, their helpers and conftests: testcode.py) changed
 after the run is `stale-tests`, and the newest result per (level, hardware) wins, so a later failure
 hides an earlier pass.
@@ -75,8 +76,11 @@ def bound_tests(patch_dir: Path) -> dict[str, list[str]]:
     return out
 
 
-def stack_matrix(stack: str, patch_dir: Path, root: Path | None = None, code: CodeDates | None = None) -> StackMatrix:
-    """`root` (the checkout) and `code`: compare test-level passes with today's test code."""
+def stack_matrix(stack: str, patch_dir: Path, root: Path | None = None, code: CodeDates | None = None,
+                 pin: str = "") -> StackMatrix:
+    """`root` (the checkout) and `code`: compare test-level passes with today's test code. `pin`: the
+    release's pin today; a result recorded at another one is stale (a pin move that leaves the patch
+    files byte-identical says nothing about whether they still do what they did)."""
     problems: list[str] = []
     try:
         current = {p["name"]: p["sha256"] for p in patch_fingerprints(patch_dir)}
@@ -99,7 +103,8 @@ def stack_matrix(stack: str, patch_dir: Path, root: Path | None = None, code: Co
                 latest[key] = r
         cells = []
         for (level, hw), r in sorted(latest.items(), key=lambda kv: (LEVELS.index(kv[0][0]), kv[0][1])):
-            status = r.status if r.patches[name] == sha else "stale"
+            moved_pin = bool(pin and r.pin and r.pin != pin)
+            status = r.status if r.patches[name] == sha and not moved_pin else "stale"
             changed = []
             if status == "passed" and level in TEST_LEVELS and code is not None:
                 changed = code.changed_since(files_of_tests(root, tests_of.get(name, [])), r.tests, r.date)
@@ -114,7 +119,7 @@ def compute_matrix(root: Path, stacks: list[str] | None = None) -> list[StackMat
     code = CodeDates(project.root)
     out = []
     for s in project.targets(stacks):  # every release of each stack, each with its own results/
-        m = stack_matrix(s.name, s.patch_dir, project.root, code)
+        m = stack_matrix(s.name, s.patch_dir, project.root, code, pin=s.commit)
         m.stack = s.label  # vllm, vllm@v0.33.0
         out.append(m)
     return out

@@ -13,6 +13,8 @@ named with the sha256 of its file at the time: a result says nothing about a pat
       "date": "2026-12-01T10:00:00+00:00",
       "by": "who ran it (free text)",
       "upstream_commit": "6e448d0ea",
+      "pin": "6e448d0ea",               # optional: the release's pin (stacks.toml `commit`) when recorded;
+                                        # at another pin the matrix shows the result as stale
       "patches": [{"name": "0001-....patch", "sha256": "..."}],
       "evidence": {"suite": "chat32", "verdict": "COHERENT", "engine_version": "...", "model": "...",
                    "tp": 8, "job_id": "...", "first_tokens": [...], "text": "..."},
@@ -55,6 +57,7 @@ class LevelResult:
     by: str = ""
     note: str = ""
     tests: dict[str, str] | None = None  # test file -> sha256 when recorded (testcode.py); None in older results
+    pin: str = ""  # the release's pin (stacks.toml commit) when recorded; "" in older results
 
 
 def patch_fingerprints(patch_dir: Path) -> list[dict]:
@@ -109,13 +112,14 @@ def load_results(patch_dir: Path) -> tuple[list[LevelResult], list[str]]:
             date=data["date"], patches={x["name"]: x["sha256"] for x in data["patches"]},
             evidence=data.get("evidence", {}), by=data.get("by", ""), note=data.get("note", ""),
             tests=data["tests"] if isinstance(data.get("tests"), dict) else None,
+            pin=data["pin"] if isinstance(data.get("pin"), str) else "",
         ))
     return results, problems
 
 
 def make_result(stack: str, patch_dir: Path, level: str, hardware: str, passed: bool, evidence: dict,
                 upstream_commit: str = "", by: str = "", note: str = "", date: str | None = None,
-                tests: dict[str, str] | None = None) -> dict:
+                tests: dict[str, str] | None = None, pin: str = "") -> dict:
     data = {
         "schema": RESULT_FILE_SCHEMA,
         "stack": stack,
@@ -129,6 +133,8 @@ def make_result(stack: str, patch_dir: Path, level: str, hardware: str, passed: 
         "evidence": evidence,
         "note": note,
     }
+    if pin:
+        data["pin"] = pin  # a result speaks for the release it ran on: another pin makes it stale (matrix.py)
     if tests is not None:
         data["tests"] = dict(sorted(tests.items()))  # the test code it speaks for (testcode.py)
     problems = validate(data, "new result")

@@ -7,6 +7,15 @@ The test code of a patch is, for every module its ids name:
     the module itself                        tests/regress/vllm/test_e4m3_encode_gpu.py
     its folder's helper modules (`_*.py`)    tests/regress/vllm/_cuda_torch.py (the GPU gate), ...
     every conftest.py from tests/ down       tests/conftest.py, tests/regress/vllm/conftest.py
+    the check scripts beside them            tests/regress/vllm/checks/*.py (run by name, not imported)
+    what any of these imports from tests/    tests/regress/vllm/test_e4m3_encode_gpu.py (imported by the
+      or kernels/, transitively                decode GPU tests), tests/_check_cache.py,
+                                               kernels/fp8_ds_mla/naive.py (an oracle; the checks
+                                               import kernels/ as `dsv4_kernels`)
+
+Imports are read from the source (ast), not run: a bare name resolves against the importing file's
+folder and each folder above it, then the checkout's root. Product code (dsv4_patch/, tools/) is
+not test code: a result does not go stale when the engine changes.
 
 New results carry `tests: {path: sha256}` of those files (record.py). For a result written before
 that field existed, the newest commit that touched any of them is compared with the result's date.
@@ -14,6 +23,7 @@ that field existed, the newest commit that touched any of them is compared with 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from datetime import datetime
 from pathlib import Path
@@ -21,24 +31,106 @@ from pathlib import Path
 from ..gitcmd import Git
 
 
+# Where test code lives: what the recorded tests run and the oracles they compare with.
+TEST_CODE_TOPS = ("tests", "kernels")
+# The checks import the project's kernels/ under this name (tests/regress/vllm/checks/_harness.py).
+KERNELS_ALIAS = "dsv4_kernels"
+
+
 def files_of_tests(root: Path, nodes: list[str]) -> list[str]:
     """The files (paths relative to `root`, sorted) that make up the test code of these node ids."""
-    root = Path(root)
-    files: set[str] = set()
+    root = Path(root).resolve()
+    todo: list[Path] = []
     for node in nodes:
-        module = node.split("::", 1)[0]
-        path = root / module
+        path = root / node.split("::", 1)[0]
         if not path.is_file():
             continue
-        files.add(module)
+        todo.append(path)
         folder = path.parent
-        files.update(p.relative_to(root).as_posix() for p in folder.glob("_*.py") if p.is_file())
+        todo += [p for p in folder.glob("_*.py") if p.is_file()]
         while folder != root and root in folder.parents:
             conftest = folder / "conftest.py"
             if conftest.is_file():
-                files.add(conftest.relative_to(root).as_posix())
+                todo.append(conftest)
             folder = folder.parent
-    return sorted(files)
+    return sorted(p.relative_to(root).as_posix() for p in closure(root, todo))
+
+
+def closure(root: Path, start: list[Path], checks_beside: bool = True) -> set[Path]:
+    """`start` and the test code it reaches (files under TEST_CODE_TOPS of `root`): what any of them
+    imports, transitively, and (`checks_beside`) the check scripts in a `checks/` folder beside any
+    of them, which the regression tests run by name."""
+    root = Path(root).resolve()
+    files: set[Path] = set()
+    todo = list(start)
+    while todo:
+        f = todo.pop()
+        if f in files or not _is_test_code(root, f):
+            continue
+        files.add(f)
+        checks = f.parent / "checks"
+        if checks_beside and checks.is_dir():
+            todo += [p for p in checks.rglob("*.py") if p.is_file()]
+        todo += _imported_files(root, f)
+    return files
+
+
+def _is_test_code(root: Path, f: Path) -> bool:
+    rel = f.relative_to(root).parts if f.is_relative_to(root) else ()
+    return bool(rel) and rel[0] in TEST_CODE_TOPS and "__pycache__" not in rel
+
+
+def _imported_files(root: Path, f: Path) -> list[Path]:
+    """The files under `root` that `f`'s import statements name (each package __init__ on the way too)."""
+    try:
+        tree = ast.parse(f.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [(0, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            names.append((node.level, base))
+            names += [(node.level, f"{base}.{a.name}" if base else a.name) for a in node.names if a.name != "*"]
+    out: list[Path] = []
+    for level, name in names:
+        parts = [p for p in name.split(".") if p]
+        if level:
+            start = f.parent
+            for _ in range(level - 1):
+                start = start.parent
+            bases = [start]
+        else:
+            if parts[:1] == [KERNELS_ALIAS]:
+                parts = ["kernels", *parts[1:]]
+            bases = [f.parent, *[d for d in f.parent.parents if d == root or root in d.parents]]
+        for base in bases:
+            hit = _module_files(base, parts)
+            if hit:
+                out += hit
+                break
+    return out
+
+
+def _module_files(base: Path, parts: list[str]) -> list[Path]:
+    """The file of module `parts` under `base` and the __init__.py of each package it is in; [] when absent."""
+    if not parts:
+        init = base / "__init__.py"
+        return [init] if init.is_file() else []
+    found: list[Path] = []
+    folder = base
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if last and (folder / f"{part}.py").is_file():
+            return [*found, folder / f"{part}.py"]
+        folder = folder / part
+        if not folder.is_dir():
+            return []
+        if (folder / "__init__.py").is_file():
+            found.append(folder / "__init__.py")
+    return found  # a package: its __init__ files
 
 
 def fingerprint(root: Path, files: list[str]) -> dict[str, str]:
@@ -70,7 +162,7 @@ class CodeDates:
         if self._dirty is None:
             self._dirty = set()
             if self._git is not None:
-                out = self._git.run("status", "--porcelain", "--no-renames", "-z", "--", "tests", check=False).out
+                out = self._git.run("status", "--porcelain", "--no-renames", "-z", "--", *TEST_CODE_TOPS, check=False).out
                 self._dirty = {entry[3:] for entry in out.split("\0") if len(entry) > 3}
         return self._dirty
 

@@ -133,3 +133,58 @@ def test_an_older_result_is_judged_by_the_commits_after_its_date(project):
     _git(project, "commit", "-qam", "edit the GPU test", date="2026-12-02T09:00:00+00:00")
     assert _cells(project)[("0001-a.patch", "gpu")] == ("stale-tests", [TEST_A])  # committed after the run
     assert _cells(project)[("0002-b.patch", "gpu")] == ("passed", [])
+
+
+def test_test_code_reaches_the_check_scripts_the_oracles_and_imported_test_modules(project):
+    """What a bound test runs without naming a file: the check scripts it asks for by name (checks/),
+    the kernels/ oracles they import (as `dsv4_kernels`, or as `kernels`), a test module another
+    imports. Product code (dsv4_patch/) is not test code."""
+    t = project / "tests" / "regress" / "vllm"
+    (t / "checks").mkdir()
+    (t / "checks" / "_harness.py").write_text("import os\nimport dsv4_kernels.codecs\n")
+    (t / "checks" / "reader.py").write_text("from _harness import check\n")
+    (project / "kernels" / "oracle").mkdir(parents=True)
+    (project / "kernels" / "codecs.py").write_text("E4M3 = 1\n")
+    (project / "kernels" / "oracle" / "__init__.py").write_text("")
+    (project / "kernels" / "oracle" / "naive.py").write_text("def ref(): return 1\n")
+    (project / "kernels" / "bench.py").write_text("# imported by nothing\n")
+    (project / "dsv4_patch").mkdir()
+    (project / "dsv4_patch" / "build.py").write_text("x = 1\n")
+    (t / TEST_B.rsplit("/", 1)[1]).write_text(
+        "from kernels.oracle.naive import ref\nfrom dsv4_patch.build import x\n\ndef test_cpu(): assert ref()\n")
+    (project / TEST_A).write_text("from test_b import ref  # noqa\n\ndef test_on_gpu(): pass\n")
+
+    files = files_of_tests(project, [TEST_A + "::test_on_gpu"])
+    assert files == ["kernels/codecs.py", "kernels/oracle/__init__.py", "kernels/oracle/naive.py",
+                     "tests/conftest.py", "tests/regress/vllm/_gate.py", "tests/regress/vllm/checks/_harness.py",
+                     "tests/regress/vllm/checks/reader.py", "tests/regress/vllm/conftest.py", TEST_A, TEST_B]
+
+    _record(project, "gpu", "H200", "2026-12-01T10:00:00+00:00", fingerprint(project, files))
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
+    for rel, edit in (("tests/regress/vllm/checks/reader.py", "from _harness import check  # changed\n"),
+                      ("kernels/codecs.py", "E4M3 = 2\n"),
+                      ("kernels/oracle/naive.py", "def ref(): return 0\n"),
+                      (TEST_B, "def test_cpu(): pass\n")):
+        before = (project / rel).read_text()
+        (project / rel).write_text(edit)
+        assert _cells(project)[("0001-a.patch", "gpu")] == ("stale-tests", [rel]), rel
+        (project / rel).write_text(before)
+    (project / "dsv4_patch" / "build.py").write_text("x = 2\n")  # the engine: not the test code
+    (project / "kernels" / "bench.py").write_text("# edited\n")  # kernels/ that no test code imports
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
+
+
+def test_a_result_recorded_at_another_pin_is_stale(project):
+    d = project / "patches" / "vllm"
+    write_result(d, make_result("vllm", d, "apply", "cpu", True, {}, date="2026-12-01T10:00:00+00:00",
+                                pin="6e448d0ea"))
+    write_result(d, make_result("vllm", d, "gpu", "H200", True, {}, date="2026-12-01T10:00:00+00:00",
+                                tests=fingerprint(project, files_of_tests(project, [TEST_A])), pin="6e448d0ea"))
+    assert _cells(project)[("0001-a.patch", "apply")] == ("passed", [])
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
+    stacks = project / "patches" / "stacks.toml"
+    stacks.write_text(STACKS.replace('commit = "6e448d0ea"', 'commit = "1234567890"'))  # a pin move: same patch bytes
+    assert _cells(project)[("0001-a.patch", "apply")] == ("stale", [])
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("stale", [])
+    stacks.write_text(STACKS)
+    assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
