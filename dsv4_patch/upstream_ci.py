@@ -329,6 +329,9 @@ class Check:
     name: str
     outcome: str  # passed | failed | skipped (not runnable here) | deselected (no files)
     why: str = ""
+    # skipped for what this machine did this time (a tool or venv that could not be had, a hook
+    # that timed out), not for what the tree or its config says: such a result is never stored
+    transient: bool = False
 
 
 @dataclass
@@ -353,12 +356,29 @@ def load_provider(project_root: Path) -> Callable | None:
     return getattr(mod, "test_env", None)
 
 
-def _memo_key(rel: Release, sha: str, parent: str, provider_file: Path | None, what: str) -> str:
+def _memo_key(rel: Release, sha: str, parent: str, provider_file: Path | None, what: str,
+              reads: tuple = ()) -> str:
+    """Everything a patch's checks read besides the trees' commits: this module, the hook runner, the
+    result plugin the in-tree tests run with, the provider with its folder's modules (not its tests)
+    and what it says it reads (`READS`: the venv recipe it imports, the plugins and helpers it puts on
+    the test path), with the test code those import (testcode.closure), and the variable that picks
+    the venvs' torch."""
+    from . import pytest_results
+    from .e2e.testcode import closure
+
+    files = [Path(__file__), Path(precommit.__file__), Path(pytest_results.__file__)]
+    if provider_file is not None and provider_file.is_file():
+        root = provider_file.resolve().parents[2]  # tests/upstream_ci/provider.py
+        start = [p.resolve() for p in provider_file.parent.rglob("*.py") if not p.name.startswith("test_")]
+        for r in map(Path, reads):
+            start += sorted(r.rglob("*.py")) if r.is_dir() else [r]
+        files += sorted(closure(root, [provider_file.resolve(), *start], checks_beside=False))
     h = hashlib.sha256()
-    for f in (Path(__file__), Path(precommit.__file__), provider_file):
-        if f is not None and f.is_file():
-            h.update(f.read_bytes())
-    h.update(f"{rel.label}\n{sha}\n{parent}\n{sys.version_info[:2]}\n{what}".encode())
+    for f in files:
+        if f.is_file():
+            h.update(f"{f.name}\0".encode() + f.read_bytes())
+    h.update(f"{rel.label}\n{sha}\n{parent}\n{sys.version_info[:2]}\n{what}\n"
+             f"DSV4_BUILD_TORCH={os.environ.get('DSV4_BUILD_TORCH')}".encode())
     return h.hexdigest()
 
 
@@ -386,7 +406,8 @@ def run_release(rel: Release, *, cache: Cache | None = None, provider: Callable 
         sg.run("update-ref", "refs/dsv4/base", base)
         for k, (patch, sha) in enumerate(zip(rel.patches, commits)):
             parent = commits[k - 1] if k else base
-            key = _memo_key(rel, sha, parent, provider_file, f"lint={lint} tests={tests}")
+            key = _memo_key(rel, sha, parent, provider_file, f"lint={lint} tests={tests}",
+                            tuple(getattr(provider, "__globals__", {}).get("READS", ())))
             memo = memo_dir / f"{key}.json"
             if memo_on and memo.is_file():
                 data = json.loads(memo.read_text())
@@ -397,7 +418,11 @@ def run_release(rel: Release, *, cache: Cache | None = None, provider: Callable 
             res = PatchResult(rel.label, patch.name, {c.name: c.outcome for c in checks},
                               {c.name: c.why for c in checks if c.why})
             results.append(res)
-            if not any(c.outcome == "failed" and c.why.startswith("error:") for c in checks):
+            # Stored only when it says nothing about this machine's moment: no failure (a flaky one
+            # would replay until the patch changes) and no skip for a tool or venv that could not be
+            # had this time (it would hide the in-tree tests until then). Passes and the skips the
+            # tree and its config decide (no hooks config, GPU-only tests) are kept.
+            if not any(c.outcome == "failed" or c.transient for c in checks):
                 memo.write_text(json.dumps({"tests": res.tests, "reasons": res.reasons}))
     return results
 
@@ -445,11 +470,11 @@ def _lint(scratch, sg, sha, parent, files, in_parent, cache, progress) -> list[C
             try:
                 envdir = tool_env(cache, hook.language, hook.deps, progress)
             except Dsv4Error as e:
-                checks.append(Check(hook.name, "skipped", f"not-runnable: {e.one_line()}"))
+                checks.append(Check(hook.name, "skipped", f"not-runnable: {e.one_line()}", transient=True))
                 continue
         run = run_hook(hook, scratch, sel, envdir)
         if run.not_runnable:
-            checks.append(Check(hook.name, "skipped", f"not-runnable: {run.not_runnable}"))
+            checks.append(Check(hook.name, "skipped", f"not-runnable: {run.not_runnable}", transient=True))
         elif run.clean:
             checks.append(Check(hook.name, "passed"))
         else:
@@ -495,14 +520,15 @@ def _tests(rel, scratch, sg, sha, parent, files, in_parent, status, cache, provi
     try:
         env = provider(rel.cfg, rel.base_tree, pristine)
         if isinstance(env, str):
-            return [Check(name, "skipped", f"not-runnable: {env}")]
+            return [Check(name, "skipped", f"not-runnable: {env}", transient=True)]
         pdir = pins_dir(cache, env.python, scratch, reqfile, pinlist, progress)
     except Dsv4Error as e:
-        return [Check(name, "skipped", f"not-runnable: {e.one_line()}")]
+        return [Check(name, "skipped", f"not-runnable: {e.one_line()}", transient=True)]
     except BaseException as e:  # a provider built on pytest helpers fails with pytest's Failed
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
-        return [Check(name, "skipped", f"not-runnable: the test venv could not be made: {str(e).splitlines()[0][:300]}")]
+        why = (str(e).splitlines() or [type(e).__name__])[0][:300]
+        return [Check(name, "skipped", f"not-runnable: the test venv could not be made: {why}", transient=True)]
     say(progress, f"upstream-ci {rel.label}: pytest {version} on {len(test_files)} test file(s)")
     rc, got, tail = run_tests(env, pdir, version, scratch, test_files)
     for o in got.values():

@@ -21,6 +21,10 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 VLLM = TESTS / "regress" / "vllm"
+# What the venvs and the test path below are made of, besides this folder: dsv4_patch/upstream_ci.py
+# keys its stored results by these files (and the test code they import), so an edit to any of them
+# runs the in-tree tests again.
+READS = (HERE / "plugins", VLLM / "_vllm_venvs.py", VLLM / "checks" / "_fake_amdsmi.py")
 
 
 def test_env(cfg, base_tree: Path, pristine: Callable[[str | None], Path]):

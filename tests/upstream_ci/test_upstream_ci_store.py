@@ -1,0 +1,97 @@
+"""Which upstream-ci results are stored (dsv4_patch/upstream_ci.py, run_release): passes, and skips the
+tree decides; never a failure, and never a skip for what this machine could not have this time (a
+venv or hook tool that could not be made): stored, such a skip hid the patch's in-tree tests until
+the patch changed. And the key follows what the provider says it reads (READS).
+
+The pinned-pytest venv and the test run are stand-ins (pins_dir, run_tests): what is tested here is
+the storing, on a synthetic tree; no network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from dsv4_patch import upstream_ci as U
+from dsv4_patch.gitcmd import Git
+from dsv4_patch.sources.base import Cache
+
+AUTHOR = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000"}
+
+
+def _release(tmp_path: Path) -> U.Release:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    g = Git(tree)
+    g.run("init", "-q", ".")
+    (tree / "requirements" / "test").mkdir(parents=True)
+    (tree / "requirements" / "test" / "rocm.txt").write_text("pytest==9.1.0\n")
+    g.run("add", "-A")
+    g.run("commit", "-q", "-m", "base", env=AUTHOR)
+    g.run("update-ref", "refs/dsv4/base", "HEAD")
+    (tree / "tests").mkdir()
+    (tree / "tests" / "test_new.py").write_text("def test_ok():\n    pass\n")
+    g.run("add", "-A")
+    g.run("commit", "-q", "-m", "the patch", env=AUTHOR)
+    return U.Release("up", tree, tree, [SimpleNamespace(name="0001-the.patch")])
+
+
+@pytest.fixture
+def stubbed(monkeypatch, tmp_path):
+    """pins_dir and run_tests stand-ins; `runs` counts the in-tree test runs."""
+    runs = []
+    monkeypatch.setattr(U, "pins_dir", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(U, "run_tests", lambda env, pins, version, tree, files: (
+        runs.append(files) or (0, {f: {"outcome": "passed"} for f in files}, "")))
+    monkeypatch.delenv(U.MEMO_ENV, raising=False)  # stored results on
+    return runs
+
+
+def test_a_venv_that_could_not_be_made_is_not_stored(tmp_path, stubbed):
+    rel, cache = _release(tmp_path), Cache(tmp_path / "cache")
+    calls = []
+
+    def provider(cfg, base, pristine):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("pip: connection reset")  # what the machine did this time
+        return U.PytestEnv(python=Path("python3"))
+
+    [first] = U.run_release(rel, cache=cache, provider=provider, lint=False)
+    assert first.tests == {"pytest 9.1.0": "skipped"} and "connection reset" in first.reasons["pytest 9.1.0"]
+    [second] = U.run_release(rel, cache=cache, provider=provider, lint=False)  # computed again: it runs
+    assert second.tests == {"pytest 9.1.0: tests/test_new.py": "passed"}, second.reasons
+    assert len(stubbed) == 1
+    [third] = U.run_release(rel, cache=cache, provider=provider, lint=False)  # the pass is stored
+    assert third.tests == second.tests and len(stubbed) == 1 and len(calls) == 2
+
+
+def test_a_provider_that_says_not_here_is_not_stored(tmp_path, stubbed):
+    rel, cache = _release(tmp_path), Cache(tmp_path / "cache")
+    answers = iter(["no torch wheel for this machine today", U.PytestEnv(python=Path("python3"))])
+    provider = lambda cfg, base, pristine: next(answers)  # noqa: E731
+    assert U.run_release(rel, cache=cache, provider=provider, lint=False)[0].tests == {"pytest 9.1.0": "skipped"}
+    assert U.run_release(rel, cache=cache, provider=provider, lint=False)[0].tests == {
+        "pytest 9.1.0: tests/test_new.py": "passed"}
+
+
+def test_the_key_follows_the_files_the_provider_reads(tmp_path):
+    rel = U.Release("up", tmp_path, tmp_path, [])
+    prov = tmp_path / "tests" / "upstream_ci" / "provider.py"
+    recipe = tmp_path / "tests" / "regress" / "vllm" / "_recipe.py"
+    oracle = tmp_path / "kernels" / "codec.py"
+    for f, text in ((prov, "READS = ()\n"), (recipe, "import kernels.codec\nTORCH = '2.13.0'\n"), (oracle, "X = 1\n"),
+                    (prov.parent / "test_itself.py", "def test(): pass\n")):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    key = lambda: U._memo_key(rel, "a" * 40, "b" * 40, prov, "lint=True tests=True", (recipe,))  # noqa: E731
+    k0 = key()
+    recipe.write_text("import kernels.codec\nTORCH = '2.14.0'\n")
+    k1 = key()
+    oracle.write_text("X = 2\n")  # reached through the recipe's import
+    k2 = key()
+    (prov.parent / "test_itself.py").write_text("def test(): assert 1\n")  # the tests that ask: not an input
+    k3 = key()
+    assert len({k0, k1, k2}) == 3 and k3 == k2
+    assert U._memo_key(rel, "a" * 40, "b" * 40, prov, "lint=True tests=True", ()) != k2  # READS is in it
