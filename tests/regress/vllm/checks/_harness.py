@@ -101,9 +101,26 @@ def run_tree_tests(tree: str, rel: str, *extra: str) -> None:
 
     test = Path(tree) / rel
     assert test.is_file(), f"{rel} is missing"
+    outcomes = _Outcomes()
     rc = pytest.main([str(test), "-q", "-p", "no:cacheprovider", "--noconftest", "--rootdir", str(test.parent),
-                      "-W", "ignore::DeprecationWarning", *extra])
+                      "-W", "ignore::DeprecationWarning", *extra], plugins=[outcomes])
     assert rc == 0, f"pytest exit {rc} on {rel}"
+    # pytest exits 0 when every test skipped (a skipif mark that the tree's file gains for this
+    # platform): that is no evidence that the file's tests pass here
+    assert outcomes.passed, f"no test of {rel} passed here ({outcomes.skipped} skipped)"
+
+
+class _Outcomes:
+    """Counts the call-phase passes and the skips of one pytest.main run."""
+
+    def __init__(self):
+        self.passed = self.skipped = 0
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" and report.passed:
+            self.passed += 1
+        elif report.skipped:
+            self.skipped += 1
 
 
 _MISSING = object()
