@@ -84,6 +84,11 @@ else:
 from dsv4_patch.flock import file_lock  # noqa: E402
 from dsv4_patch.regress import RUN_DIR_ENV  # noqa: E402 - a folder for this test run, shared by its workers and child runs
 from _check_cache import MEMO_ENV as _MEMO_ENV  # noqa: E402 - the check-result cache (tests/_check_cache.py)
+import _suite_floor  # noqa: E402 - "all skipped is never green" for a whole-suite run
+from dsv4_patch.bump.semantic import INTENT_ENV  # noqa: E402
+
+_FLOOR: _suite_floor.Floor | None = None  # the outermost run's counts (pytest_configure)
+_TREE_PREFIXES = ("DSV4_TREE_", "DSV4_BASE_")
 
 
 def pytest_configure(config):
@@ -97,9 +102,19 @@ def pytest_configure(config):
     (every check runs every time it is asked for); any other value, that folder."""
     if hasattr(config, "workerinput"):
         return
+    global _FLOOR
+    if _suite_floor.applies(config, config.args_source == pytest.Config.ArgsSource.TESTPATHS):
+        _FLOOR = _suite_floor.Floor()
     config._dsv4_seed_drawn = _run_seed()
     run_dir = os.environ.get(RUN_DIR_ENV)
     if not run_dir:
+        # the outermost run: what dsv4-patch sets only for the pytest runs it starts must not come
+        # from the caller's shell (DSV4_INTENT makes every pristine-tree test skip as "not an intent
+        # test"; DSV4_TREE_*/DSV4_BASE_* point the regression tests at other trees)
+        leftovers = sorted(k for k in os.environ if k == INTENT_ENV or k.startswith(_TREE_PREFIXES))
+        if leftovers:
+            raise pytest.UsageError(f"{', '.join(leftovers)} set in this shell: dsv4-patch sets them only for the "
+                                    "pytest runs it starts; unset them and run again")
         import tempfile
 
         run_dir = config._dsv4_run_dir = tempfile.mkdtemp(prefix="dsv4-test-run-")
@@ -150,6 +165,23 @@ def pytest_report_header(config):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if os.environ.get(SEED_ENV):
         terminalreporter.write_line(f"dsv4 seed: {SEED_ENV}={os.environ[SEED_ENV]} re-runs the randomized checks")
+    for line in getattr(config, "_dsv4_floor_failed", []):
+        terminalreporter.write_line(f"dsv4 floor: {line}: a whole-suite run that checked nothing there "
+                                    "is not green (tests/_suite_floor.py)", red=True)
+
+
+def pytest_runtest_logreport(report):
+    if _FLOOR is not None:
+        _FLOOR.add(report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _FLOOR is None:
+        return
+    failed = _FLOOR.failures()
+    session.config._dsv4_floor_failed = failed
+    if failed and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _bytecode_in(config, run_dir: str) -> None:

@@ -125,7 +125,7 @@ def vllm_trees(vllm_release, dsv4_tree) -> tuple[Path, Path]:
     if vllm_release.tag is None:
         patched, base = os.environ.get("DSV4_TREE_VLLM"), os.environ.get("DSV4_BASE_VLLM")
         if not base:
-            pytest.skip("DSV4_TREE_VLLM is set but DSV4_BASE_VLLM is not: the unpatched venv needs the pristine tree")
+            pytest.fail("DSV4_TREE_VLLM is set but DSV4_BASE_VLLM is not: the unpatched venv needs the pristine tree")
         return Path(patched), Path(base)
     return (dsv4_tree(STACK, release=vllm_release.tag),
             dsv4_tree(STACK, patched=False, release=vllm_release.tag))
