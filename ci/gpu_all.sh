@@ -5,7 +5,8 @@
 #      on the patched tree, recorded for `status --matrix` (results name the test code they ran:
 #      the matrix flags them `?hw` once that code changes);
 #   2. every other test file with a `gpu` mark (tests/kernels, kernels/), one pytest per file;
-#   3. one log per test file and per release, and gpu-run.json: the commit, the device, and per file
+#   3. one log per test file and per release (and one for collecting the step-2 files: a file that fails
+#      to import there is a failed row, not a file nobody ran), and gpu-run.json: the commit, the device, and per file
 #      its outcome counts and the sha256 of the file it ran.
 # Everything lands in $OUT (default build/gpu-run); gpu-run.tar.gz holds the logs and the new result
 # files (unpack it in the checkout: `tar -xzf gpu-run.tar.gz` puts them under patches/*/results/).
@@ -46,8 +47,17 @@ for label in $labels; do
 done
 if [ -z "${GPU_SKIP_FILES:-}" ]; then
   # Test files with a gpu mark that no patch binds (regress ran those): the kernels' own GPU tests.
-  files=$($PY -m pytest -q --collect-only -m gpu -p no:cacheprovider tests/kernels kernels 2>/dev/null \
-          | grep '::' | cut -d: -f1 | sort -u)
+  # A file that cannot be collected here (an import that fails on this machine only) is listed by
+  # nobody: its error is a row of its own (no test passed in it: exit 1), never a silent gap.
+  collect_log="$OUT/logs/collect-gpu-files.log"
+  $PY -m pytest -q --collect-only -m gpu -p no:cacheprovider tests/kernels kernels >"$collect_log" 2>&1
+  r=$?
+  if [ $r -ne 0 ] && [ $r -ne 5 ]; then
+    rc=1
+    printf 'collect\t%s\t%s\n' "gpu-files" "$r" >>"$summary"
+    echo "collecting the GPU test files failed (exit $r): $(grep -m 3 -E '^(ERROR|E ) ' "$collect_log" | tr '\n' ' ')"
+  fi
+  files=$(grep '::' "$collect_log" | cut -d: -f1 | sort -u)
   for f in $files; do
     log="$OUT/logs/pytest-${f//[^A-Za-z0-9._-]/_}.log"
     DSV4_TEST_WORKERS=0 $PY -m pytest -q -m gpu -p no:cacheprovider -rs "$f" >"$log" 2>&1
