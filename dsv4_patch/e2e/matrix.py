@@ -10,6 +10,7 @@ hides an earlier pass.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,13 @@ class StackMatrix:
         return {"stack": self.stack, "patches": [r.to_dict() for r in self.rows], "problems": self.problems}
 
 
+def same_pin(a: str, b: str) -> bool:
+    """Two spellings of one pin: equal, or commit ids one of which abbreviates the other
+    (`pin --source git` writes the full id of the commit stacks.toml named by 7 digits)."""
+    hexa = re.fullmatch(r"[0-9a-f]{7,64}", a) and re.fullmatch(r"[0-9a-f]{7,64}", b)
+    return a == b or bool(hexa and (a.startswith(b) or b.startswith(a)))
+
+
 def bound_tests(patch_dir: Path) -> dict[str, list[str]]:
     """Each patch's bound test ids (Regression-Test:), by file name; a patch that does not parse has none."""
     out = {}
@@ -103,7 +111,7 @@ def stack_matrix(stack: str, patch_dir: Path, root: Path | None = None, code: Co
                 latest[key] = r
         cells = []
         for (level, hw), r in sorted(latest.items(), key=lambda kv: (LEVELS.index(kv[0][0]), kv[0][1])):
-            moved_pin = bool(pin and r.pin and r.pin != pin)
+            moved_pin = bool(pin and r.pin and not same_pin(r.pin, pin))
             status = r.status if r.patches[name] == sha and not moved_pin else "stale"
             changed = []
             if status == "passed" and level in TEST_LEVELS and code is not None:

@@ -7,7 +7,8 @@ The test code of a patch is, for every module its ids name:
     the module itself                        tests/regress/vllm/test_e4m3_encode_gpu.py
     its folder's helper modules (`_*.py`)    tests/regress/vllm/_cuda_torch.py (the GPU gate), ...
     every conftest.py from tests/ down       tests/conftest.py, tests/regress/vllm/conftest.py
-    the check scripts beside them            tests/regress/vllm/checks/*.py (run by name, not imported)
+    the check scripts they name              tests/regress/vllm/checks/sparse_mla_reader.py (run by name:
+                                               CHECK = "sparse_mla_reader"), and what those import
     what any of these imports from tests/    tests/regress/vllm/test_e4m3_encode_gpu.py (imported by the
       or kernels/, transitively                decode GPU tests), tests/_check_cache.py,
                                                kernels/fp8_ds_mla/naive.py (an oracle; the checks
@@ -58,8 +59,10 @@ def files_of_tests(root: Path, nodes: list[str]) -> list[str]:
 
 def closure(root: Path, start: list[Path], checks_beside: bool = True) -> set[Path]:
     """`start` and the test code it reaches (files under TEST_CODE_TOPS of `root`): what any of them
-    imports, transitively, and (`checks_beside`) the check scripts in a `checks/` folder beside any
-    of them, which the regression tests run by name."""
+    imports, transitively; the requirements files beside them (`requirements*.txt`: the pins of the
+    venvs their fixtures build); and (`checks_beside`) each check script they name: a string that is
+    the name of a script in a `checks/` folder beside the file (`CHECK = "sparse_mla_reader"`, run by
+    name, never imported), or beside it when the file is a check script itself."""
     root = Path(root).resolve()
     files: set[Path] = set()
     todo = list(start)
@@ -68,11 +71,26 @@ def closure(root: Path, start: list[Path], checks_beside: bool = True) -> set[Pa
         if f in files or not _is_test_code(root, f):
             continue
         files.add(f)
-        checks = f.parent / "checks"
-        if checks_beside and checks.is_dir():
-            todo += [p for p in checks.rglob("*.py") if p.is_file()]
-        todo += _imported_files(root, f)
+        if f.suffix != ".py":
+            continue
+        tree = _parse(f)
+        todo += [r for r in f.parent.glob("requirements*.txt") if r.is_file()]
+        if tree is None:
+            continue
+        if checks_beside:
+            folders = [f.parent / "checks"] + ([f.parent] if f.parent.name == "checks" else [])
+            named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                     and n.value.isidentifier()}
+            todo += [d / f"{name}.py" for d in folders if d.is_dir() for name in named if (d / f"{name}.py").is_file()]
+        todo += _imported_files(root, f, tree)
     return files
+
+
+def _parse(f: Path) -> ast.AST | None:
+    try:
+        return ast.parse(f.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
 
 
 def _is_test_code(root: Path, f: Path) -> bool:
@@ -80,12 +98,11 @@ def _is_test_code(root: Path, f: Path) -> bool:
     return bool(rel) and rel[0] in TEST_CODE_TOPS and "__pycache__" not in rel
 
 
-def _imported_files(root: Path, f: Path) -> list[Path]:
-    """The files under `root` that `f`'s import statements name (each package __init__ on the way too)."""
-    try:
-        tree = ast.parse(f.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return []
+def _imported_files(root: Path, f: Path, tree: ast.AST) -> list[Path]:
+    """The files under `root` that `f`'s import statements name (each package __init__ on the way too).
+    A relative import resolves from `f`'s package; an absolute one against `f`'s folder and each
+    folder above it (what pytest and the conftests put on the path), the alias of kernels/ against
+    the root only."""
     names: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -102,9 +119,9 @@ def _imported_files(root: Path, f: Path) -> list[Path]:
             for _ in range(level - 1):
                 start = start.parent
             bases = [start]
+        elif parts[:1] == [KERNELS_ALIAS]:
+            parts, bases = ["kernels", *parts[1:]], [root]
         else:
-            if parts[:1] == [KERNELS_ALIAS]:
-                parts = ["kernels", *parts[1:]]
             bases = [f.parent, *[d for d in f.parent.parents if d == root or root in d.parents]]
         for base in bases:
             hit = _module_files(base, parts)
@@ -115,7 +132,8 @@ def _imported_files(root: Path, f: Path) -> list[Path]:
 
 
 def _module_files(base: Path, parts: list[str]) -> list[Path]:
-    """The file of module `parts` under `base` and the __init__.py of each package it is in; [] when absent."""
+    """The file of module `parts` under `base` and the __init__.py of each package it is in; [] when
+    absent. A package (`x/__init__.py`) wins over a module of the same name (`x.py`), as in Python."""
     if not parts:
         init = base / "__init__.py"
         return [init] if init.is_file() else []
@@ -123,14 +141,15 @@ def _module_files(base: Path, parts: list[str]) -> list[Path]:
     folder = base
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
-        if last and (folder / f"{part}.py").is_file():
+        package = folder / part
+        if (package / "__init__.py").is_file():
+            found.append(package / "__init__.py")
+        elif last and (folder / f"{part}.py").is_file():
             return [*found, folder / f"{part}.py"]
-        folder = folder / part
-        if not folder.is_dir():
+        elif not package.is_dir():  # a namespace package (kernels/ has no __init__.py) goes on
             return []
-        if (folder / "__init__.py").is_file():
-            found.append(folder / "__init__.py")
-    return found  # a package: its __init__ files
+        folder = package
+    return found
 
 
 def fingerprint(root: Path, files: list[str]) -> dict[str, str]:

@@ -136,7 +136,7 @@ def test_an_older_result_is_judged_by_the_commits_after_its_date(project):
 
 
 def test_test_code_reaches_the_check_scripts_the_oracles_and_imported_test_modules(project):
-    """What a bound test runs without naming a file: the check scripts it asks for by name (checks/),
+    """What a bound test runs without naming a file: the check scripts it names (checks/<name>.py),
     the kernels/ oracles they import (as `dsv4_kernels`, or as `kernels`), a test module another
     imports. Product code (dsv4_patch/) is not test code."""
     t = project / "tests" / "regress" / "vllm"
@@ -152,7 +152,8 @@ def test_test_code_reaches_the_check_scripts_the_oracles_and_imported_test_modul
     (project / "dsv4_patch" / "build.py").write_text("x = 1\n")
     (t / TEST_B.rsplit("/", 1)[1]).write_text(
         "from kernels.oracle.naive import ref\nfrom dsv4_patch.build import x\n\ndef test_cpu(): assert ref()\n")
-    (project / TEST_A).write_text("from test_b import ref  # noqa\n\ndef test_on_gpu(): pass\n")
+    (t / "checks" / "other.py").write_text("# a check no test of patch a names\n")
+    (project / TEST_A).write_text('from test_b import ref  # noqa\n\nCHECK = "reader"\n\ndef test_on_gpu(): pass\n')
 
     files = files_of_tests(project, [TEST_A + "::test_on_gpu"])
     assert files == ["kernels/codecs.py", "kernels/oracle/__init__.py", "kernels/oracle/naive.py",
@@ -171,6 +172,7 @@ def test_test_code_reaches_the_check_scripts_the_oracles_and_imported_test_modul
         (project / rel).write_text(before)
     (project / "dsv4_patch" / "build.py").write_text("x = 2\n")  # the engine: not the test code
     (project / "kernels" / "bench.py").write_text("# edited\n")  # kernels/ that no test code imports
+    (t / "checks" / "other.py").write_text("# edited\n")  # a check script the tests do not name
     assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
 
 
@@ -188,3 +190,33 @@ def test_a_result_recorded_at_another_pin_is_stale(project):
     assert _cells(project)[("0001-a.patch", "gpu")] == ("stale", [])
     stacks.write_text(STACKS)
     assert _cells(project)[("0001-a.patch", "gpu")] == ("passed", [])
+
+
+def test_a_pin_spelled_in_full_is_the_same_pin():
+    from dsv4_patch.e2e.matrix import same_pin
+
+    assert same_pin("6e448d0ea", "6e448d0ea1234567890abcdef1234567890abcde")
+    assert same_pin("6e448d0ea1234567890abcdef1234567890abcde", "6e448d0ea")
+    assert not same_pin("6e448d0ea", "6e448d0eb1234567890abcdef1234567890abcde")
+    assert not same_pin("v0.5.23", "v0.5.2")  # tags: only equal
+    assert same_pin("v0.5.23", "v0.5.23")
+
+
+def test_imports_resolve_as_python_resolves_them(tmp_path):
+    """Relative imports from a package, a package that wins over a module of the same name, and the
+    alias of kernels/ resolved against the root even where a tests/kernels/ folder is nearer."""
+    (tmp_path / "kernels" / "fp8").mkdir(parents=True)
+    (tmp_path / "kernels" / "codecs.py").write_text("")
+    (tmp_path / "kernels" / "fp8" / "__init__.py").write_text("")
+    (tmp_path / "kernels" / "fp8" / "layout.py").write_text("from ..codecs import e4m3\n")
+    (tmp_path / "kernels" / "fp8" / "naive.py").write_text("from . import layout as L\n")
+    t = tmp_path / "tests" / "kernels"
+    t.mkdir(parents=True)
+    (t / "codecs.py").write_text("# a test helper that shares the oracle's name\n")
+    (t / "shadow.py").write_text("# loses to the package\n")
+    (t / "shadow").mkdir()
+    (t / "shadow" / "__init__.py").write_text("")
+    (t / "test_x.py").write_text("import shadow\nfrom dsv4_kernels.fp8 import naive\n\ndef test_x(): pass\n")
+    assert files_of_tests(tmp_path, ["tests/kernels/test_x.py::test_x"]) == [
+        "kernels/codecs.py", "kernels/fp8/__init__.py", "kernels/fp8/layout.py", "kernels/fp8/naive.py",
+        "tests/kernels/shadow/__init__.py", "tests/kernels/test_x.py"]
