@@ -356,13 +356,8 @@ def load_provider(project_root: Path) -> Callable | None:
     return getattr(mod, "test_env", None)
 
 
-def _memo_key(rel: Release, sha: str, parent: str, provider_file: Path | None, what: str,
-              reads: tuple = ()) -> str:
-    """Everything a patch's checks read besides the trees' commits: this module, the hook runner, the
-    result plugin the in-tree tests run with, the provider with its folder's modules (not its tests)
-    and what it says it reads (`READS`: the venv recipe it imports, the plugins and helpers it puts on
-    the test path), with the test code those import (testcode.closure), and the variable that picks
-    the venvs' torch."""
+def _key_files(provider_file: Path | None, reads: tuple[str, ...]) -> list[Path]:
+    """The files _memo_key hashes (found once per run_release, not once per patch)."""
     from . import pytest_results
     from .e2e.testcode import closure
 
@@ -373,6 +368,17 @@ def _memo_key(rel: Release, sha: str, parent: str, provider_file: Path | None, w
         for r in map(Path, reads):
             start += sorted(r.rglob("*.py")) if r.is_dir() else [r]
         files += sorted(closure(root, [provider_file.resolve(), *start], checks_beside=False))
+    return files
+
+
+def _memo_key(rel: Release, sha: str, parent: str, provider_file: Path | None, what: str,
+              reads: tuple = (), files: list[Path] | None = None) -> str:
+    """Everything a patch's checks read besides the trees' commits: this module, the hook runner, the
+    result plugin the in-tree tests run with, the provider with its folder's modules (not its tests)
+    and what it says it reads (`READS`: the venv recipe it imports, the plugins and helpers it puts on
+    the test path), with the test code those import (testcode.closure), and the variable that picks
+    the venvs' torch."""
+    files = files if files is not None else _key_files(provider_file, tuple(map(str, reads)))
     h = hashlib.sha256()
     for f in files:
         if f.is_file():
@@ -398,6 +404,7 @@ def run_release(rel: Release, *, cache: Cache | None = None, provider: Callable 
                         hint=f"export or drop local commits, then `dsv4-patch apply {rel.label}`")
     memo_on = not fresh and os.environ.get(MEMO_ENV) not in ("run", "0")
     memo_dir = cache.dir("upstream-ci", "results")
+    key_files = _key_files(provider_file, tuple(map(str, getattr(provider, "__globals__", {}).get("READS", ()))))
     results: list[PatchResult] = []
     with tempfile.TemporaryDirectory(prefix="dsv4-upstream-ci-", dir=cache.dir("tmp")) as td:
         scratch = Path(td) / "tree"
@@ -406,8 +413,7 @@ def run_release(rel: Release, *, cache: Cache | None = None, provider: Callable 
         sg.run("update-ref", "refs/dsv4/base", base)
         for k, (patch, sha) in enumerate(zip(rel.patches, commits)):
             parent = commits[k - 1] if k else base
-            key = _memo_key(rel, sha, parent, provider_file, f"lint={lint} tests={tests}",
-                            tuple(getattr(provider, "__globals__", {}).get("READS", ())))
+            key = _memo_key(rel, sha, parent, provider_file, f"lint={lint} tests={tests}", files=key_files)
             memo = memo_dir / f"{key}.json"
             if memo_on and memo.is_file():
                 data = json.loads(memo.read_text())
@@ -497,8 +503,8 @@ def _lint(scratch, sg, sha, parent, files, in_parent, cache, progress) -> list[C
             elif run.rc != 0 and before.rc == 0 and not before.not_runnable:
                 tail = (run.output.strip().splitlines() or [""])[-1]
                 c.outcome, c.why = "failed", f"{c.name}: exit {run.rc} (0 before the patch): {tail[:200]}"
-            else:
-                c.outcome, c.why = "passed", ""
+            else:  # nothing new; but a hook that could not run before the patch compared nothing
+                c.outcome, c.why, c.transient = "passed", "", bool(before.not_runnable)
         _checkout(sg, sha)
     return checks
 

@@ -95,3 +95,52 @@ def test_the_key_follows_the_files_the_provider_reads(tmp_path):
     k3 = key()
     assert len({k0, k1, k2}) == 3 and k3 == k2
     assert U._memo_key(rel, "a" * 40, "b" * 40, prov, "lint=True tests=True", ()) != k2  # READS is in it
+
+
+def test_a_failure_is_not_stored(tmp_path, monkeypatch):
+    rel, cache = _release(tmp_path), Cache(tmp_path / "cache")
+    runs = []
+    monkeypatch.setattr(U, "pins_dir", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(U, "run_tests", lambda env, pins, version, tree, files: (
+        runs.append(files) or (1, {f"{f}::test_ok": {"outcome": "failed", "why": "flaky"} for f in files}, "")))
+    monkeypatch.delenv(U.MEMO_ENV, raising=False)
+    provider = lambda cfg, base, pristine: U.PytestEnv(python=Path("python3"))  # noqa: E731
+    for n in (1, 2):
+        [r] = U.run_release(rel, cache=cache, provider=provider, lint=False)
+        assert r.outcome == "failed" and len(runs) == n  # computed again: never replayed
+
+
+RUFF = """\
+repos:
+- repo: https://github.com/astral-sh/ruff-pre-commit
+  rev: v0.14.0
+  hooks:
+  - id: ruff-check
+"""
+
+
+def test_a_hook_tool_that_could_not_be_had_is_not_stored(tmp_path, monkeypatch):
+    rel = _release(tmp_path)
+    g = Git(rel.tree)  # the config in the base, a Python file in the patch
+    base = g.rev("refs/dsv4/base")
+    g.run("checkout", "-q", base)
+    (rel.tree / ".pre-commit-config.yaml").write_text(RUFF)
+    g.run("add", "-A")
+    g.run("commit", "-q", "-m", "base with hooks", env=AUTHOR)
+    g.run("update-ref", "refs/dsv4/base", "HEAD")
+    (rel.tree / "mod.py").write_text("x = 1\n")
+    g.run("add", "-A")
+    g.run("commit", "-q", "-m", "the patch", env=AUTHOR)
+    cache, tries = Cache(tmp_path / "cache"), []
+
+    def tool_env(*a, **k):
+        tries.append(1)
+        raise U.Dsv4Error("pip could not reach the index")
+
+    monkeypatch.setattr(U, "tool_env", tool_env)
+    monkeypatch.setattr(U, "file_tags", lambda cache, tree, files, progress=None: {
+        f: {"file", "text", "python"} for f in files})  # identify's answer, without its venv
+    monkeypatch.delenv(U.MEMO_ENV, raising=False)
+    for n in (1, 2):
+        [r] = U.run_release(rel, cache=cache, tests=False)
+        assert r.tests == {"ruff-check": "skipped"} and len(tries) == n, (r.tests, r.reasons)
