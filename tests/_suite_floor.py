@@ -6,8 +6,15 @@ the product at all, and CI must not call it green. A run given paths (a subset) 
 developer offline still runs `pytest tests/engine`. DSV4_TEST_FLOOR=1 applies the floor to any run
 (its own test uses that), =0 to none.
 
-The counts come from the test reports, which pytest-xdist hands to the controller's hooks: one
-`setup` report per test run, a `call` report for each that got past its setup."""
+Only the tests that reach an upstream count: those that take a tree through the tool (the
+`dsv4_tree` fixture, directly or through another fixture) or are marked `slow` ("builds or
+downloads an upstream tree"); each group also holds tests of its own logic that pass offline.
+tests/conftest.py tags them (TAG in the item's user_properties, which pytest-xdist sends with each
+report to the controller's hooks: one `setup` report per test run, a `call` report for each that
+got past its setup).
+
+A run that selects (`-k`, `-m`, `--lf`, `--deselect`) is left alone too: `pytest -m gpu` on a
+machine without a GPU skips what it selected, as it should."""
 
 from __future__ import annotations
 
@@ -21,6 +28,11 @@ GROUPS = (
     "tests/newcomer/test_newcomer_session.py",
 )
 ENV = "DSV4_TEST_FLOOR"
+TAG = "dsv4_upstream"  # user_properties name of a test that reaches an upstream
+
+
+def reaches_upstream(item) -> bool:
+    return "dsv4_tree" in getattr(item, "fixturenames", ()) or item.get_closest_marker("slow") is not None
 
 
 class Floor:
@@ -35,7 +47,7 @@ class Floor:
 
     def add(self, report) -> None:
         g = self._group(report.nodeid)
-        if g is None:
+        if g is None or not any(p[0] == TAG for p in getattr(report, "user_properties", ())):
             return
         if report.when == "setup":
             self.ran[g] += 1
@@ -55,4 +67,6 @@ def applies(config, whole_suite: bool) -> bool:
     want = os.environ.get(ENV, "").strip()
     if want in ("0", "1"):
         return want == "1"
-    return whole_suite and not hasattr(config, "workerinput")
+    o = getattr(config, "option", None)
+    selects = any(getattr(o, name, None) for name in ("keyword", "markexpr", "lf", "deselect"))
+    return whole_suite and not selects and not hasattr(config, "workerinput")

@@ -88,7 +88,7 @@ import _suite_floor  # noqa: E402 - "all skipped is never green" for a whole-sui
 from dsv4_patch.bump.semantic import INTENT_ENV  # noqa: E402
 
 _FLOOR: _suite_floor.Floor | None = None  # the outermost run's counts (pytest_configure)
-_TREE_PREFIXES = ("DSV4_TREE_", "DSV4_BASE_")
+_CHILD_PREFIXES = ("DSV4_TREE_", "DSV4_BASE_", "DSV4_RELEASE_")  # regress's trees and release per stack
 
 
 def pytest_configure(config):
@@ -103,15 +103,19 @@ def pytest_configure(config):
     if hasattr(config, "workerinput"):
         return
     global _FLOOR
-    if _suite_floor.applies(config, config.args_source == pytest.Config.ArgsSource.TESTPATHS):
+    whole_suite = getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+    if _suite_floor.applies(config, whole_suite):
         _FLOOR = _suite_floor.Floor()
     config._dsv4_seed_drawn = _run_seed()
     run_dir = os.environ.get(RUN_DIR_ENV)
     if not run_dir:
-        # the outermost run: what dsv4-patch sets only for the pytest runs it starts must not come
-        # from the caller's shell (DSV4_INTENT makes every pristine-tree test skip as "not an intent
-        # test"; DSV4_TREE_*/DSV4_BASE_* point the regression tests at other trees)
-        leftovers = sorted(k for k in os.environ if k == INTENT_ENV or k.startswith(_TREE_PREFIXES))
+        # the outermost run (no run folder yet: dsv4-patch gives every pytest it starts one): what
+        # dsv4-patch sets for those runs must not come from the caller's shell. DSV4_INTENT never
+        # (it makes every pristine-tree test skip as "not an intent test"); DSV4_TREE_*/DSV4_BASE_*/
+        # DSV4_RELEASE_* point the tests at other trees and releases, which a developer may ask of a
+        # run of some test files, never of the whole suite (`.ci/run`)
+        leftovers = sorted(k for k in os.environ
+                           if k == INTENT_ENV or (whole_suite and k.startswith(_CHILD_PREFIXES)))
         if leftovers:
             raise pytest.UsageError(f"{', '.join(leftovers)} set in this shell: dsv4-patch sets them only for the "
                                     "pytest runs it starts; unset them and run again")
@@ -173,6 +177,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_runtest_logreport(report):
     if _FLOOR is not None:
         _FLOOR.add(report)
+
+
+def pytest_itemcollected(item):
+    if _suite_floor.reaches_upstream(item):  # on the worker that runs it; the report carries it to the controller
+        item.user_properties.append((_suite_floor.TAG, True))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,7 +1,7 @@
 """checks/_harness.run_tree_tests: a check that runs a tree's own test file passes only when a test of
 that file passed here. pytest exits 0 when every test skipped (a `skipif` the tree's file gains for a
-platform, a `-k` that selects nothing runnable): without the count, the sub-check would report the
-upstream tests as passing when none ran."""
+platform): without the count, the sub-check reported the upstream tests as passing when none ran.
+(A `-k` that selects nothing exits 5, refused before too.)"""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def _child(world, name: str, stacks: str, index_url: str) -> subprocess.Complete
     top = world[0]
     proj = top / name
     (proj / "tests").mkdir(parents=True)
-    for f in ("tests/conftest.py", "tests/_check_cache.py", "tests/_forkserver.py", "pyproject.toml"):
+    for f in ("tests/conftest.py", "tests/_check_cache.py", "tests/_forkserver.py", "tests/_suite_floor.py", "pyproject.toml"):
         if (ROOT / f).is_file():
             shutil.copy2(ROOT / f, proj / f)
     (proj / "patches" / "vllm").mkdir(parents=True)
