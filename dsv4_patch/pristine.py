@@ -105,6 +105,8 @@ def recorded_passes(root: Path, patch_dir: Path, pin: str, patches) -> list[Pass
     """Each (patch, bound id) a result file under `patch_dir/results` records as passing on the
     pristine pin `pin`, for today's bytes of the patch file and today's test code of the id (every
     file of it as recorded). Files that do not parse, or carry no such block, are no evidence."""
+    from .e2e.record import same_pin
+
     folder = Path(patch_dir) / RESULTS_DIR
     if not folder.is_dir():
         return []
@@ -118,7 +120,9 @@ def recorded_passes(root: Path, patch_dir: Path, pin: str, patches) -> list[Pass
         except (OSError, ValueError):
             continue  # `status --matrix` reports it; no evidence here
         blk = data.get(KEY) if isinstance(data, dict) else None
-        if not isinstance(blk, dict) or blk.get("pin") != pin or not isinstance(blk.get("patches"), dict):
+        if not isinstance(blk, dict) or not isinstance(blk.get("patches"), dict):
+            continue
+        if not same_pin(str(blk.get("pin", "")), pin):  # `pin --source git` spells the same commit in full
             continue
         code = blk.get("code") if isinstance(blk.get("code"), dict) else {}
         for name, rec in blk["patches"].items():

@@ -10,13 +10,12 @@ hides an earlier pass.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import load_project
 from ..patchfile import parse_patch_bytes
-from .record import LEVELS, LevelResult, load_results, patch_fingerprints
+from .record import LEVELS, LevelResult, load_results, patch_fingerprints, same_pin
 from .testcode import CodeDates, files_of_tests
 
 # Levels whose results come from running the patches' bound tests: their test code can move on.
@@ -64,13 +63,6 @@ class StackMatrix:
 
     def to_dict(self) -> dict:
         return {"stack": self.stack, "patches": [r.to_dict() for r in self.rows], "problems": self.problems}
-
-
-def same_pin(a: str, b: str) -> bool:
-    """Two spellings of one pin: equal, or commit ids one of which abbreviates the other
-    (`pin --source git` writes the full id of the commit stacks.toml named by 7 digits)."""
-    hexa = re.fullmatch(r"[0-9a-f]{7,64}", a) and re.fullmatch(r"[0-9a-f]{7,64}", b)
-    return a == b or bool(hexa and (a.startswith(b) or b.startswith(a)))
 
 
 def bound_tests(patch_dir: Path) -> dict[str, list[str]]:

@@ -71,6 +71,13 @@ def patch_fingerprints(patch_dir: Path) -> list[dict]:
     return out
 
 
+def same_pin(a: str, b: str) -> bool:
+    """Two spellings of one pin: equal, or commit ids one of which abbreviates the other
+    (`pin --source git` writes the full id of the commit stacks.toml named by 7 digits)."""
+    hexa = re.fullmatch(r"[0-9a-f]{7,64}", a) and re.fullmatch(r"[0-9a-f]{7,64}", b)
+    return a == b or bool(hexa and (a.startswith(b) or b.startswith(a)))
+
+
 def validate(data: dict, where: str) -> list[str]:
     problems = []
     if data.get("schema") != RESULT_FILE_SCHEMA:

@@ -212,3 +212,12 @@ def test_the_pristine_run_of_a_record_computes_afresh_and_runs_only_ids_whose_fi
     assert semantic.run_on_pristine(tmp_path, cfg, base, ["tests/gone.py::test_b"]) == {}
     assert calls == []
 
+
+
+def test_a_record_at_the_same_commit_spelled_short_is_used(benv):
+    """`pin --source git` writes the full commit id where stacks.toml had an abbreviation (and the other
+    way round): the same pin, so the record still speaks for it."""
+    _stack(benv, TAGGED, GUARD)
+    assert len(benv.stack.commit) == 40, benv.stack.commit
+    _record(benv, {GUARD: "passed"}, pin=benv.stack.commit[:9])
+    assert len(_findings(benv)) == 1
