@@ -495,16 +495,20 @@ def _lint(scratch, sg, sha, parent, files, in_parent, cache, progress) -> list[C
             hook, sel, envdir, run = at_patch[c.name]
             old = [f for f in sel if f in in_parent]
             before = run_hook(hook, scratch, old, envdir) if (old or not hook.pass_filenames) else HookRun(0, "")
+            if before.not_runnable:  # nothing to compare with: neither the patch's finding nor a pass
+                c.outcome, c.transient = "skipped", True
+                c.why = f"not-runnable: {c.name} reported at the patch but could not run before it ({before.not_runnable})"
+                continue
             new = introduced(run, before)
             named = [n for n in new if any(f in n for f in sel)]  # a line that names its file first
             new = named + [n for n in new if n not in named]
             if new:
                 c.outcome, c.why = "failed", f"{c.name}: {new[0][:240]}" + (f" (+{len(new) - 1} more)" if len(new) > 1 else "")
-            elif run.rc != 0 and before.rc == 0 and not before.not_runnable:
+            elif run.rc != 0 and before.rc == 0:
                 tail = (run.output.strip().splitlines() or [""])[-1]
                 c.outcome, c.why = "failed", f"{c.name}: exit {run.rc} (0 before the patch): {tail[:200]}"
-            else:  # nothing new; but a hook that could not run before the patch compared nothing
-                c.outcome, c.why, c.transient = "passed", "", bool(before.not_runnable)
+            else:
+                c.outcome, c.why = "passed", ""
         _checkout(sg, sha)
     return checks
 

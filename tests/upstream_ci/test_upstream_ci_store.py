@@ -144,3 +144,41 @@ def test_a_hook_tool_that_could_not_be_had_is_not_stored(tmp_path, monkeypatch):
     for n in (1, 2):
         [r] = U.run_release(rel, cache=cache, tests=False)
         assert r.tests == {"ruff-check": "skipped"} and len(tries) == n, (r.tests, r.reasons)
+
+
+def test_a_hook_that_cannot_run_before_the_patch_compares_nothing_and_is_not_stored(tmp_path, monkeypatch):
+    """The hook reports at the patch (a finding, exit 1) and times out on the tree before it: whether
+    the patch introduced the finding cannot be told. Not `failed` (it may be the base's), not `passed`
+    (nothing was compared): skipped with the reason, and computed again next time."""
+    rel = _release(tmp_path)
+    g = Git(rel.tree)
+    g.run("checkout", "-q", g.rev("refs/dsv4/base"))
+    (rel.tree / ".pre-commit-config.yaml").write_text(RUFF)
+    (rel.tree / "mod.py").write_text("x = 1\n")
+    g.run("add", "-A")
+    g.run("commit", "-q", "-m", "base with hooks", env=AUTHOR)
+    g.run("update-ref", "refs/dsv4/base", "HEAD")
+    (rel.tree / "mod.py").write_text("x = 2\n")
+    g.run("add", "-A")
+    g.run("commit", "-q", "-m", "the patch", env=AUTHOR)
+    base = g.rev("refs/dsv4/base")
+    calls = []
+
+    def run_hook(hook, scratch, sel, envdir):
+        at_base = Git(scratch).rev("HEAD") == base
+        calls.append(at_base)
+        if at_base:
+            return U.HookRun(0, "", not_runnable="did not finish in 300 s")
+        return U.HookRun(1, "mod.py:1:1: F841 local variable `x` is assigned to but never used")
+
+    monkeypatch.setattr(U, "tool_env", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(U, "run_hook", run_hook)
+    monkeypatch.setattr(U, "file_tags", lambda cache, tree, files, progress=None: {
+        f: {"file", "text", "python"} for f in files})
+    monkeypatch.delenv(U.MEMO_ENV, raising=False)
+    cache = Cache(tmp_path / "cache")
+    for n in (1, 2):
+        [r] = U.run_release(rel, cache=cache, tests=False)
+        assert r.tests == {"ruff-check": "skipped"}, r.reasons
+        assert "could not run before it (did not finish in 300 s)" in r.reasons["ruff-check"]
+        assert calls == [False, True] * n  # at the patch, then before it: each run, nothing stored
