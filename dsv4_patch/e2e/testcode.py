@@ -60,9 +60,11 @@ def files_of_tests(root: Path, nodes: list[str]) -> list[str]:
 def closure(root: Path, start: list[Path], checks_beside: bool = True) -> set[Path]:
     """`start` and the test code it reaches (files under TEST_CODE_TOPS of `root`): what any of them
     imports, transitively; the requirements files beside them (`requirements*.txt`: the pins of the
-    venvs their fixtures build); and (`checks_beside`) each check script they name: a string that is
-    the name of a script in a `checks/` folder beside the file (`CHECK = "sparse_mla_reader"`, run by
-    name, never imported), or beside it when the file is a check script itself."""
+    venvs their fixtures build); the helper modules (`_*.py`) beside each test module (the plugins
+    and standalone modules its tests run by name); and (`checks_beside`) each check script they name:
+    a string that is the name of a script in a `checks/` folder beside the file or above it (the
+    fixture runs them from there: `CHECK = "sparse_mla_reader"`, never imported), or beside it when
+    the file is a check script itself."""
     root = Path(root).resolve()
     files: set[Path] = set()
     todo = list(start)
@@ -75,10 +77,13 @@ def closure(root: Path, start: list[Path], checks_beside: bool = True) -> set[Pa
             continue
         tree = _parse(f)
         todo += [r for r in f.parent.glob("requirements*.txt") if r.is_file()]
+        if f.name.startswith("test_"):
+            todo += [h for h in f.parent.glob("_*.py") if h.is_file()]
         if tree is None:
             continue
         if checks_beside:
-            folders = [f.parent / "checks"] + ([f.parent] if f.parent.name == "checks" else [])
+            above = [d for d in (f.parent, *f.parent.parents) if d == root or root in d.parents]
+            folders = [d / "checks" for d in above] + ([f.parent] if f.parent.name == "checks" else [])
             named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
                      and n.value.isidentifier()}
             todo += [d / f"{name}.py" for d in folders if d.is_dir() for name in named if (d / f"{name}.py").is_file()]

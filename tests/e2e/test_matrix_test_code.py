@@ -220,3 +220,25 @@ def test_imports_resolve_as_python_resolves_them(tmp_path):
     assert files_of_tests(tmp_path, ["tests/kernels/test_x.py::test_x"]) == [
         "kernels/codecs.py", "kernels/fp8/__init__.py", "kernels/fp8/layout.py", "kernels/fp8/naive.py",
         "tests/kernels/shadow/__init__.py", "tests/kernels/test_x.py"]
+
+
+def test_an_alias_module_reaches_what_its_parent_folders_tests_run(project):
+    """An alias module in a subfolder (tests/regress/vllm/v0_33/) imports its tests from the folder
+    above: the check scripts they name (in the checks/ folder above the alias), the helper modules
+    beside them (plugins run by name), and the venv pins beside them are its test code too."""
+    t = project / "tests" / "regress" / "vllm"
+    (t / "checks").mkdir()
+    (t / "checks" / "reader.py").write_text("x = 1\n")
+    (t / "_plugin.py").write_text("# run by name: -p _plugin\n")
+    (t / "requirements-cpu.txt").write_text("numpy==2.4.6\n")
+    (t / "v0_33").mkdir()
+    (t / "v0_33" / "test_v0_33_b.py").write_text('from test_b import test_cpu  # noqa: F401\nCHECK = "reader"\n')
+    files = files_of_tests(project, ["tests/regress/vllm/v0_33/test_v0_33_b.py::test_cpu"])
+    assert files == ["tests/conftest.py", "tests/regress/vllm/_gate.py", "tests/regress/vllm/_plugin.py",
+                     "tests/regress/vllm/checks/reader.py", "tests/regress/vllm/conftest.py",
+                     "tests/regress/vllm/requirements-cpu.txt", TEST_B, "tests/regress/vllm/v0_33/test_v0_33_b.py"]
+    _record(project, "gpu", "H200", "2026-12-01T10:00:00+00:00", fingerprint(project, files))
+    (t / "requirements-cpu.txt").write_text("numpy==2.5.0\n")
+    [m] = compute_matrix(project)
+    # patch b binds TEST_B, whose folder's pins changed: its record is older than its test code
+    assert {(r.name, c.status) for r in m.rows for c in r.cells} >= {("0002-b.patch", "stale-tests")}
