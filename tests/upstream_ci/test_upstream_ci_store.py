@@ -119,18 +119,26 @@ repos:
 """
 
 
-def test_a_hook_tool_that_could_not_be_had_is_not_stored(tmp_path, monkeypatch):
+def _with_hooks(tmp_path: Path, base: dict[str, str], patch: dict[str, str]) -> tuple[U.Release, str]:
+    """_release's tree with a base that has the hooks config (and `base`'s files) and a patch that
+    writes `patch`'s files; and the base commit."""
     rel = _release(tmp_path)
-    g = Git(rel.tree)  # the config in the base, a Python file in the patch
-    base = g.rev("refs/dsv4/base")
-    g.run("checkout", "-q", base)
-    (rel.tree / ".pre-commit-config.yaml").write_text(RUFF)
+    g = Git(rel.tree)
+    g.run("checkout", "-q", g.rev("refs/dsv4/base"))
+    for name, text in {".pre-commit-config.yaml": RUFF, **base}.items():
+        (rel.tree / name).write_text(text)
     g.run("add", "-A")
     g.run("commit", "-q", "-m", "base with hooks", env=AUTHOR)
     g.run("update-ref", "refs/dsv4/base", "HEAD")
-    (rel.tree / "mod.py").write_text("x = 1\n")
+    for name, text in patch.items():
+        (rel.tree / name).write_text(text)
     g.run("add", "-A")
     g.run("commit", "-q", "-m", "the patch", env=AUTHOR)
+    return rel, g.rev("refs/dsv4/base")
+
+
+def test_a_hook_tool_that_could_not_be_had_is_not_stored(tmp_path, monkeypatch):
+    rel, _ = _with_hooks(tmp_path, {}, {"mod.py": "x = 1\n"})  # the config in the base, a Python file in the patch
     cache, tries = Cache(tmp_path / "cache"), []
 
     def tool_env(*a, **k):
@@ -150,18 +158,7 @@ def test_a_hook_that_cannot_run_before_the_patch_compares_nothing_and_is_not_sto
     """The hook reports at the patch (a finding, exit 1) and times out on the tree before it: whether
     the patch introduced the finding cannot be told. Not `failed` (it may be the base's), not `passed`
     (nothing was compared): skipped with the reason, and computed again next time."""
-    rel = _release(tmp_path)
-    g = Git(rel.tree)
-    g.run("checkout", "-q", g.rev("refs/dsv4/base"))
-    (rel.tree / ".pre-commit-config.yaml").write_text(RUFF)
-    (rel.tree / "mod.py").write_text("x = 1\n")
-    g.run("add", "-A")
-    g.run("commit", "-q", "-m", "base with hooks", env=AUTHOR)
-    g.run("update-ref", "refs/dsv4/base", "HEAD")
-    (rel.tree / "mod.py").write_text("x = 2\n")
-    g.run("add", "-A")
-    g.run("commit", "-q", "-m", "the patch", env=AUTHOR)
-    base = g.rev("refs/dsv4/base")
+    rel, base = _with_hooks(tmp_path, {"mod.py": "x = 1\n"}, {"mod.py": "x = 2\n"})
     calls = []
 
     def run_hook(hook, scratch, sel, envdir):
