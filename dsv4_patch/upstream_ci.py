@@ -356,8 +356,11 @@ def load_provider(project_root: Path) -> Callable | None:
     return getattr(mod, "test_env", None)
 
 
-def _key_files(provider_file: Path | None, reads: tuple[str, ...]) -> list[Path]:
-    """The files _memo_key hashes (found once per run_release, not once per patch)."""
+def _key_files(provider_file: Path | None, reads=()) -> list[Path]:
+    """The files _memo_key hashes (found once per run_release, not once per patch): this module, the
+    hook runner, the result plugin the in-tree tests run with, the provider with its folder's modules
+    (not its tests) and what it says it reads (`READS`: the venv recipe it imports, the plugins and
+    helpers it puts on the test path), with the test code those import (testcode.closure)."""
     from . import pytest_results
     from .e2e.testcode import closure
 
@@ -371,14 +374,9 @@ def _key_files(provider_file: Path | None, reads: tuple[str, ...]) -> list[Path]
     return files
 
 
-def _memo_key(rel: Release, sha: str, parent: str, provider_file: Path | None, what: str,
-              reads: tuple = (), files: list[Path] | None = None) -> str:
-    """Everything a patch's checks read besides the trees' commits: this module, the hook runner, the
-    result plugin the in-tree tests run with, the provider with its folder's modules (not its tests)
-    and what it says it reads (`READS`: the venv recipe it imports, the plugins and helpers it puts on
-    the test path), with the test code those import (testcode.closure), and the variable that picks
-    the venvs' torch."""
-    files = files if files is not None else _key_files(provider_file, tuple(map(str, reads)))
+def _memo_key(rel: Release, sha: str, parent: str, what: str, files: list[Path]) -> str:
+    """Everything a patch's checks read besides the trees' commits: `files` (_key_files) and the
+    variable that picks the venvs' torch."""
     h = hashlib.sha256()
     for f in files:
         if f.is_file():
@@ -404,7 +402,7 @@ def run_release(rel: Release, *, cache: Cache | None = None, provider: Callable 
                         hint=f"export or drop local commits, then `dsv4-patch apply {rel.label}`")
     memo_on = not fresh and os.environ.get(MEMO_ENV) not in ("run", "0")
     memo_dir = cache.dir("upstream-ci", "results")
-    key_files = _key_files(provider_file, tuple(map(str, getattr(provider, "__globals__", {}).get("READS", ()))))
+    key_files = _key_files(provider_file, getattr(provider, "__globals__", {}).get("READS", ()))
     results: list[PatchResult] = []
     with tempfile.TemporaryDirectory(prefix="dsv4-upstream-ci-", dir=cache.dir("tmp")) as td:
         scratch = Path(td) / "tree"
@@ -413,7 +411,7 @@ def run_release(rel: Release, *, cache: Cache | None = None, provider: Callable 
         sg.run("update-ref", "refs/dsv4/base", base)
         for k, (patch, sha) in enumerate(zip(rel.patches, commits)):
             parent = commits[k - 1] if k else base
-            key = _memo_key(rel, sha, parent, provider_file, f"lint={lint} tests={tests}", files=key_files)
+            key = _memo_key(rel, sha, parent, f"lint={lint} tests={tests}", key_files)
             memo = memo_dir / f"{key}.json"
             if memo_on and memo.is_file():
                 data = json.loads(memo.read_text())

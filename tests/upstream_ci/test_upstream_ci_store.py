@@ -85,7 +85,10 @@ def test_the_key_follows_the_files_the_provider_reads(tmp_path):
                     (prov.parent / "test_itself.py", "def test(): pass\n")):
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(text)
-    key = lambda: U._memo_key(rel, "a" * 40, "b" * 40, prov, "lint=True tests=True", (recipe,))  # noqa: E731
+
+    def key():
+        return U._memo_key(rel, "a" * 40, "b" * 40, "lint=True tests=True", U._key_files(prov, (recipe,)))
+
     k0 = key()
     recipe.write_text("import kernels.codec\nTORCH = '2.14.0'\n")
     k1 = key()
@@ -94,7 +97,7 @@ def test_the_key_follows_the_files_the_provider_reads(tmp_path):
     (prov.parent / "test_itself.py").write_text("def test(): assert 1\n")  # the tests that ask: not an input
     k3 = key()
     assert len({k0, k1, k2}) == 3 and k3 == k2
-    assert U._memo_key(rel, "a" * 40, "b" * 40, prov, "lint=True tests=True", ()) != k2  # READS is in it
+    assert U._memo_key(rel, "a" * 40, "b" * 40, "lint=True tests=True", U._key_files(prov)) != k2  # READS is in it
 
 
 def test_a_failure_is_not_stored(tmp_path, monkeypatch):
