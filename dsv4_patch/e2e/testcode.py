@@ -46,9 +46,8 @@ def files_of_tests(root: Path, nodes: list[str]) -> list[str]:
         path = root / node.split("::", 1)[0]
         if not path.is_file():
             continue
-        todo.append(path)
+        todo.append(path)  # a test module: closure adds the `_*.py` beside it
         folder = path.parent
-        todo += [p for p in folder.glob("_*.py") if p.is_file()]
         while folder != root and root in folder.parents:
             conftest = folder / "conftest.py"
             if conftest.is_file():
