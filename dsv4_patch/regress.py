@@ -202,6 +202,8 @@ def venv_cache_root() -> Path:
 # The folder a test run may keep scratch in (the project's tests/conftest.py: e.g. results it computed
 # once for the whole run); set to a temporary folder of the run's own when the caller has none.
 RUN_DIR_ENV = "DSV4_TEST_RUN_DIR"
+# set to 1 in bump's intent-test run (bump/semantic.py): the base tree IS the new upstream there
+INTENT_ENV = "DSV4_INTENT"
 # Where the project's tests keep the results of their expensive checks, keyed by everything a check
 # reads (the project's tests/_check_cache.py): read back by later runs unless this says `run` (kept
 # for the one run only: every check computed afresh) or `0` (none).

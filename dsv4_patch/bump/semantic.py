@@ -58,7 +58,7 @@ from ..config import StackConfig, env_key
 from ..errors import Dsv4Error
 from ..locks import child_spawn
 from ..patchfile import PatchFile
-from ..regress import RESULT_CACHE_ENV, RUN_DIR_ENV, own_basetemp, release_tree_env, run_bounded
+from ..regress import INTENT_ENV, RESULT_CACHE_ENV, RUN_DIR_ENV, own_basetemp, release_tree_env, run_bounded
 from ..sources import BaseTree, Progress
 from ..sources.base import say
 from .classify import in_tree
@@ -71,7 +71,6 @@ DECIDED = ("fixed-upstream", "needed")
 MISSING_FILE_RE = re.compile(r"No such file or directory: '([^']+)'")
 PARTIAL_SKIP = "outside the partial tree"  # a test that skips for this reason gets `outside`
 NOT_INTENT = "not an intent test"  # a test that skips for this reason under DSV4_INTENT is left out
-INTENT_ENV = "DSV4_INTENT"  # set to 1 in the intent-test run: the base tree IS the new upstream there
 TIMEOUT_ENV = "DSV4_INTENT_TIMEOUT"  # seconds for one stack's whole intent run
 # One stack's intent run: cold, the vLLM tests build two overlay venvs (a few minutes); warm they take
 # well under a minute. Ten minutes bounds a hung probe without cutting a cold first run short, and
